@@ -1,0 +1,120 @@
+"""The built-in environment ids.
+
+=====================  ==========================================================================
+Id                     Tasks
+=====================  ==========================================================================
+``joy/ecommerce-v0``   shop tasks: search, compare, orders, shipments, carts, coupons, returns
+                       (:mod:`joy_env.domains.ecommerce`)
+``joy/general-v0``     general tool calls: weather, units, currencies, dates, time zones, stocks,
+                       flights, dictionary (:mod:`joy_env.domains.general`); ``source="bfcl"`` loads
+                       BFCL v4 files (:mod:`joy_env.domains.bfcl`)
+``joy/qa-v0``          shop-policy and open-domain questions over a knowledge base
+                       (:mod:`joy_env.domains.qa`)
+``joy/math-v0``        GSM8K-style word problems with a calculator (:mod:`joy_env.domains.math`);
+                       ``source="gsm8k"`` loads a GSM8K jsonl file
+``joy/mixed-v0``       all of the above plus collaborative tasks that need two or three sub-agents,
+                       about 3 collaborative per 10 single-sub-agent tasks (:mod:`joy_env.domains.mixed`)
+=====================  ==========================================================================
+
+Every id has the same five agents; the master may call any sub-agent (calling the wrong one is a
+mistake the reward sees).
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from joy_env.core import Domain, TaskSource
+from joy_env.registry import EnvSpec
+
+ENV_IDS = ("joy/ecommerce-v0", "joy/general-v0", "joy/qa-v0", "joy/math-v0", "joy/mixed-v0")
+
+
+@functools.lru_cache(maxsize=1)
+def domains() -> tuple[Domain, ...]:
+    """The four built-in sub-agent domains, in ``possible_agents`` order."""
+    from joy_env.domains import ecommerce, general, math, qa
+
+    return (qa.domain(), ecommerce.domain(), general.domain(), math.domain())
+
+
+def _ecommerce_tasks(seed: int, dbs: Mapping[str, sqlite3.Connection]) -> TaskSource:
+    from joy_env.domains import ecommerce
+
+    return ecommerce.task_source(seed, dbs["ecommerce"])
+
+
+def _general_tasks(
+    seed: int,
+    dbs: Mapping[str, sqlite3.Connection],
+    source: str = "generated",
+    path: str | None = None,
+    categories: Sequence[str] | None = None,
+) -> TaskSource:
+    from joy_env.domains import bfcl, general
+
+    if source == "generated":
+        if path is not None or categories is not None:
+            raise ValueError("path and categories only apply to source='bfcl'")
+        return general.task_source(seed)
+    if source == "bfcl":
+        if path is None:
+            found = bfcl.find_bfcl_data()
+            if found is None:
+                raise ValueError(
+                    "source='bfcl' needs path=DIR with the BFCL v4 json files (e.g. the data directory of "
+                    "`pip install --no-deps bfcl-eval`); none was given and no installed bfcl_eval was found"
+                )
+            path = str(found)
+        cats = tuple(categories) if categories is not None else ("simple", "multiple", "parallel", "parallel_multiple")
+        return bfcl.bfcl_task_source(path, cats, seed)
+    raise ValueError(f"joy/general-v0: source must be 'generated' or 'bfcl', got {source!r}")
+
+
+def _qa_tasks(seed: int, dbs: Mapping[str, sqlite3.Connection]) -> TaskSource:
+    from joy_env.domains import qa
+
+    return qa.task_source(seed)
+
+
+def _math_tasks(
+    seed: int, dbs: Mapping[str, sqlite3.Connection], source: str = "generated", path: str | None = None
+) -> TaskSource:
+    from joy_env.domains import math
+
+    if source == "generated":
+        if path is not None:
+            raise ValueError("path only applies to source='gsm8k'")
+        return math.task_source(seed)
+    if source == "gsm8k":
+        if path is None:
+            raise ValueError("source='gsm8k' needs path=FILE, a jsonl file of {'question', 'answer'} lines")
+        return math.gsm8k_task_source(path, seed)
+    raise ValueError(f"joy/math-v0: source must be 'generated' or 'gsm8k', got {source!r}")
+
+
+def _mixed_tasks(seed: int, dbs: Mapping[str, sqlite3.Connection]) -> TaskSource:
+    from joy_env.domains import mixed
+
+    return mixed.task_source(seed, dbs["ecommerce"])
+
+
+@functools.lru_cache(maxsize=1)
+def specs() -> dict[str, EnvSpec]:
+    """``{env_id: EnvSpec}`` of the built-in ids (built on first use, not at import)."""
+    doms = domains()
+    return {
+        "joy/ecommerce-v0": EnvSpec("joy/ecommerce-v0", doms, _ecommerce_tasks, (), "shop tasks"),
+        "joy/general-v0": EnvSpec(
+            "joy/general-v0",
+            doms,
+            _general_tasks,
+            ("source", "path", "categories"),
+            "general tool calls / BFCL",
+        ),
+        "joy/qa-v0": EnvSpec("joy/qa-v0", doms, _qa_tasks, (), "knowledge-base questions"),
+        "joy/math-v0": EnvSpec("joy/math-v0", doms, _math_tasks, ("source", "path"), "word problems / GSM8K"),
+        "joy/mixed-v0": EnvSpec("joy/mixed-v0", doms, _mixed_tasks, (), "all domains + collaborative tasks"),
+    }

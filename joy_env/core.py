@@ -1,0 +1,175 @@
+"""Core types shared by the environment, the domains and the reward module.
+
+A *domain* contributes tools to one sub-agent, optionally a SQLite database, and a task generator.
+A *task* is a user query for the master with its **gold solution**: the route through sub-agents
+(:class:`SubTask`), the tool calls each sub-agent makes, and the final answer.
+
+Everything here is plain data; the environment (:mod:`joy_env.env`) executes it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+SPLITS = ("train", "validation", "test")
+SUB_AGENTS = ("qa", "ecommerce", "general", "math")
+AGENTS = ("master", *SUB_AGENTS)
+ANSWER_TYPES = ("math", "qa", "facts", "none")
+
+
+class ToolError(Exception):
+    """A tool refused the call (bad id, business rule, division by zero...).
+
+    Raised by tool functions; the environment turns it into an error observation for the calling
+    agent. The message is shown to the agent, so it should say what was wrong and what is allowed.
+    """
+
+
+@dataclass
+class ToolContext:
+    """What a tool function can see besides its arguments.
+
+    Attributes:
+        db: the domain's live SQLite connection, or ``None`` for domains without a database.
+        task: the task of the current episode (tools must not use its gold fields).
+    """
+
+    db: sqlite3.Connection | None
+    task: Task | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A callable tool with a JSON schema.
+
+    ``fn(ctx, **arguments)`` receives arguments already validated against ``parameters`` and returns
+    a JSON-serialisable result, or raises :class:`ToolError`.
+
+    Attributes:
+        name: unique tool name within an agent's tool set.
+        description: one-line description shown to the agent.
+        parameters: JSON schema of the arguments (``{"type": "object", "properties": ..., "required": ...}``).
+        fn: the implementation.
+        writes: ``True`` if the tool may modify the database.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    fn: Callable[..., Any]
+    writes: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI / Hugging Face ``tools=`` form of this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class SubTask:
+    """One gold sub-agent invocation: the master calls ``agent`` with ``query``.
+
+    Attributes:
+        agent: the sub-agent the master must call (``qa``, ``ecommerce``, ``general``, ``math``).
+        query: the gold sub-query (the ``query`` argument of ``call_agent``).
+        turns: the expert's tool-call turns; each turn is a tuple of ``{"name", "arguments"}`` calls
+            run in order. The expert answers after the last turn.
+        answer: the sub-agent's gold final answer, returned to the master as the tool result.
+        required_calls: calls this agent must make, in BFCL acceptable-values form
+            ``{name: {arg: [acceptable values...]}}`` (``""`` in a list: the argument may be omitted).
+            Checked against the calls of this agent that executed without error.
+        strict_calls: if ``True`` the executed calls of this agent must match ``required_calls``
+            one to one (BFCL semantics, no extra calls); otherwise extra calls are allowed and only
+            cost efficiency.
+    """
+
+    agent: str
+    query: str
+    turns: tuple[tuple[Mapping[str, Any], ...], ...] = ()
+    answer: str = ""
+    required_calls: tuple[Mapping[str, Any], ...] = ()
+    strict_calls: bool = False
+
+
+@dataclass(frozen=True)
+class Task:
+    """A user query with its gold solution.
+
+    Attributes:
+        task_id: unique and stable, e.g. ``"ecommerce/test/17"``.
+        domain: ``ecommerce`` | ``general`` | ``qa`` | ``math`` | ``mixed`` (or a custom name).
+        query: the user's request to the master.
+        answer: the master's gold final answer.
+        answer_type: how the master's final answer is scored (see :func:`joy_env.rewards.score_answer`):
+            ``math`` numeric equality, ``qa`` normalised EM / token F1, ``facts`` every string in
+            ``facts`` must appear in the answer, ``none`` the answer is not scored.
+        route: the gold sub-agent invocations, in order.
+        facts: for ``answer_type="facts"``: strings the final answer must contain.
+        template: name of the generator template (for analysis and split design).
+        tools: extra per-task function schemas for an agent (``{agent: (schema, ...)}``), executed by a
+            recorder that replies with a neutral result (BFCL tasks).
+        meta: free-form information (difficulty, number of steps, ...). Never shown to agents.
+    """
+
+    task_id: str
+    domain: str
+    query: str
+    answer: str
+    answer_type: str
+    route: tuple[SubTask, ...]
+    facts: tuple[str, ...] = ()
+    template: str = ""
+    tools: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def gold_turns(self) -> int:
+        """Agent turns of the gold solution: master calls + final answer + each sub-agent's turns."""
+        return len(self.route) + 1 + sum(len(s.turns) + 1 for s in self.route)
+
+    @property
+    def gold_calls(self) -> int:
+        """Tool calls of the gold solution, ``call_agent`` included."""
+        return len(self.route) + sum(len(t) for s in self.route for t in s.turns)
+
+
+class TaskSource(Protocol):
+    """Generates tasks by index, deterministically.
+
+    ``size(split)`` tasks exist per split; ``task(split, index)`` builds one (``0 <= index < size``).
+    ``dbs`` maps a domain name to a pristine read-only SQLite connection of that domain's database.
+    """
+
+    def size(self, split: str) -> int: ...
+
+    def task(self, split: str, index: int) -> Task: ...
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A sub-agent's tool set, with its optional database.
+
+    Attributes:
+        agent: the sub-agent that owns the tools (one of :data:`SUB_AGENTS` or a custom name).
+        tools: the tools.
+        build_db: ``seed -> sqlite3.Connection`` building the pristine database, or ``None``.
+        audit: ``{table: (primary key columns...)}`` of tables that tools may modify. The environment
+            tracks changed rows in these tables so that comparing the final database with the gold
+            one costs as much as the rows changed. Tables not listed must never be written.
+        system_prompt: the agent's role description, put at the start of its conversation.
+    """
+
+    agent: str
+    tools: tuple[Tool, ...]
+    build_db: Callable[[int], sqlite3.Connection] | None = None
+    audit: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    system_prompt: str = ""

@@ -1,0 +1,772 @@
+"""JoyEnv: a PettingZoo AEC environment where a team of LLM agents solves tool-calling tasks.
+
+``env = joy_env.make("joy/mixed-v0", split="train", seed=0, max_cycles=30)``
+
+=====================  ===========================================================================
+Agents                 ``master``, ``qa``, ``ecommerce``, ``general``, ``math`` (``possible_agents``)
+Action space           ``Text(max_length=16000, charset=printable)``: one agent turn, see below
+Observation space      ``Dict(observation=Box(int64, (4,)), text=Text(printable))``
+Infos (acting agent)   ``messages`` (chat messages), ``tools`` (JSON schemas), ``task_id``, ``domain``,
+                       ``turn``; at the end of an episode every agent's info has ``episode`` (breakdown)
+Rewards                team reward R = R_A + R_F - R_E at the end of the episode, to every agent that
+                       acted (see :mod:`joy_env.rewards`)
+Episode end            the master's ``<answer>`` (termination) or ``max_cycles`` agent turns (truncation)
+Branching              ``snapshot()`` / ``restore(snap)`` / ``clone()`` capture the whole state,
+                       databases included
+=====================  ===========================================================================
+
+Turn-taking
+-----------
+The master starts with the user's query. It calls a sub-agent with the ``call_agent`` tool; control
+passes to that sub-agent, which sees a fresh conversation (its system prompt and the sub-query) and
+its own tools. The sub-agent's ``<answer>`` returns to the master as the result of ``call_agent``.
+The master's ``<answer>`` ends the episode. Several tool calls in one turn run in order; a
+``call_agent`` among them pauses the rest until the sub-agent answers.
+
+Action protocol
+---------------
+Text, Qwen2.5 / Hermes style, optionally after ``<think>...</think>``::
+
+    <tool_call>{"name": "call_agent", "arguments": {"agent": "math", "query": "What is 17 * 23?"}}</tool_call>
+    <tool_call>{"name": "calculator", "arguments": {"expression": "17 * 23"}}</tool_call>
+    <answer>391</answer>
+
+Malformed text, unknown tools or agents and schema-invalid arguments become an error message for that
+agent (the same agent acts again) and mark the turn as badly formatted (format penalty). Tool failures
+(an unknown order id, a business rule) are tool results with an ``error`` field. Nothing an agent
+writes is executed or can crash the environment; echoed text is capped.
+
+Observation
+-----------
+``observation``: ``[episode turn, this agent's turns, depth (0 master, 1 sub-agent), turns left]``.
+``text``: the acting agent's conversation rendered as plain text (printable ASCII, last 16384 chars).
+``infos[agent]["messages"]`` holds the same conversation as structured chat messages
+(``{"role": "system"|"user"|"assistant"|"tool", "content": ..., "name": tool}``) and
+``infos[agent]["tools"]`` the agent's tool schemas, ready for ``tokenizer.apply_chat_template``.
+
+Reward
+------
+See :mod:`joy_env.rewards`. ``infos[agent]["episode"]`` at the end holds ``R``, ``R_A``, ``R_F``,
+``R_E``, ``success``, the accuracy checks, turn and call counts against the gold solution, and
+``nodes``: one record per agent turn with its format validity, errors, tool calls and its share of
+R_F and R_E.
+
+Arguments (``joy_env.make``)
+----------------------------
+``split`` (train | validation | test; disjoint entities), ``seed`` (data seed), ``max_cycles``
+(agent turns per episode, default 30), ``reward_config``, ``render_mode`` (None | human | ansi), and
+per env id: ``source``/``path``/``categories`` (GSM8K and BFCL loaders). ``reset(seed=..., options=...)``
+samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "math/test/3"}`` picks one.
+
+Version history
+---------------
+* v0: first release.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+
+from joy_env import database
+from joy_env.core import Task, Tool, ToolContext, ToolError
+from joy_env.protocol import MAX_ACTION_CHARS, clip, parse_action, to_printable
+from joy_env.registry import World
+from joy_env.rewards import RewardConfig, score_answer, score_calls, score_facts
+from joy_env.schema import validate
+
+TEXT_MAX = 16_384
+"""Characters of conversation kept in the text observation (the tail)."""
+MAX_RESULT_CHARS = 4_000
+"""Tool results longer than this (as JSON) are cut."""
+MAX_SUB_ANSWER_CHARS = 2_000
+"""A sub-agent's answer is cut to this length before it reaches the master."""
+
+MASTER_PROMPT = (
+    "You are the master agent of a team. Read the user's request, decide which sub-agents to call and "
+    "in what order, then give the final answer. Sub-agents: qa (shop policies and general knowledge, "
+    "with a knowledge base), ecommerce (the shop: products, carts, orders, shipments, coupons), general "
+    "(weather, units, currencies, dates, time zones, stocks, flights, dictionary), math (word problems "
+    "and arithmetic, with a calculator). Call one with "
+    '<tool_call>{"name": "call_agent", "arguments": {"agent": "...", "query": "..."}}</tool_call> '
+    "and give the final answer as <answer>...</answer>."
+)
+
+_CALL_AGENT_DESC = "Delegate a sub-task to a sub-agent; returns the sub-agent's answer."
+
+
+def _recorder(schema: Mapping[str, Any]) -> Tool:
+    """A tool without implementation (BFCL functions): records the call, replies neutrally."""
+    f = schema.get("function", schema)
+
+    def record(ctx: ToolContext, **arguments: Any) -> dict[str, Any]:
+        return {"status": "ok", "note": "call recorded"}
+
+    return Tool(
+        name=str(f.get("name")),
+        description=str(f.get("description", "")),
+        parameters=dict(f.get("parameters") or {"type": "object", "properties": {}}),
+        fn=record,
+    )
+
+
+@dataclass
+class _Frame:
+    agent: str
+    messages: list[dict[str, Any]]
+    invocation: int = -1  # index of the call_agent that opened this frame (-1: master)
+    turns: int = 0
+    node: int = -1  # master: node index of the turn whose calls are running
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def copy(self) -> _Frame:
+        return replace(self, messages=list(self.messages), pending=list(self.pending), results=list(self.results))
+
+
+@dataclass
+class _Episode:
+    task: Task
+    index: int
+    stack: list[_Frame]
+    contexts: dict[str, list[dict[str, Any]]]
+    agent_turns: dict[str, int]
+    turn: int = 0
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    executed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    called: list[str] = field(default_factory=list)
+    n_calls: int = 0
+    log: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    final_answer: str | None = None
+    breakdown: dict[str, Any] | None = None
+
+    def copy(self) -> _Episode:
+        stack = [f.copy() for f in self.stack]
+        contexts = dict(self.contexts)
+        for f in stack:  # the live context of an agent is the messages list of its frame
+            contexts[f.agent] = f.messages
+        return replace(
+            self,
+            stack=stack,
+            contexts=contexts,
+            agent_turns=dict(self.agent_turns),
+            nodes=[dict(n, errors=list(n["errors"])) for n in self.nodes],
+            executed={a: list(c) for a, c in self.executed.items()},
+            called=list(self.called),
+            log=list(self.log),
+        )
+
+
+@dataclass(frozen=True)
+class EnvSnapshot:
+    """An opaque, immutable capture of a :class:`JoyEnv`'s whole state (see :meth:`JoyEnv.snapshot`)."""
+
+    episode: _Episode | None
+    pz: tuple
+    rng: dict[str, Any]
+    db_images: dict[str, bytes]
+    world_id: int
+
+
+class JoyEnv(AECEnv):
+    """The JoyAgents team environment (see the module documentation)."""
+
+    metadata = {"name": "joy_v0", "render_modes": ["human", "ansi"], "is_parallelizable": False}
+
+    def __init__(
+        self,
+        world: World,
+        split: str = "train",
+        max_cycles: int = 30,
+        reward_config: RewardConfig | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.world = world
+        self.env_id = world.spec.env_id
+        self.split = split
+        self.max_cycles = max_cycles
+        self.reward_config = reward_config or RewardConfig()
+        self.render_mode = render_mode
+        self.metadata = dict(self.metadata, name=self.env_id.replace("/", "_").replace("-", "_"))
+        self.possible_agents = list(world.spec.agents)
+        self.agents: list[str] = []
+        self._sub_agents = self.possible_agents[1:]
+        self._action_spaces = {
+            a: spaces.Text(max_length=MAX_ACTION_CHARS, charset=string.printable) for a in self.possible_agents
+        }
+        self._observation_spaces = {
+            a: spaces.Dict(
+                {
+                    "observation": spaces.Box(low=0, high=10**9, shape=(4,), dtype=np.int64),
+                    "text": spaces.Text(max_length=TEXT_MAX, charset=string.printable),
+                }
+            )
+            for a in self.possible_agents
+        }
+        self._call_agent = Tool(
+            name="call_agent",
+            description=_CALL_AGENT_DESC,
+            parameters={
+                "type": "object",
+                "properties": {
+                    "agent": {
+                        "type": "string",
+                        "enum": list(self._sub_agents),
+                        "description": "sub-agent name",
+                    },
+                    "query": {
+                        "type": "string",
+                        "maxLength": 2000,
+                        "description": "the sub-task, self-contained",
+                    },
+                },
+                "required": ["agent", "query"],
+            },
+            fn=lambda ctx, **kw: None,
+        )
+        self._prompts = {"master": MASTER_PROMPT}
+        self._prompts.update({d.agent: d.system_prompt or f"You are the {d.agent} agent." for d in world.spec.domains})
+        self._base_schemas = {"master": [self._call_agent.schema()]}
+        self._base_schemas.update({a: [t.schema() for t in tools.values()] for a, tools in world.tools.items()})
+        self._extra_tools: tuple[str, dict[str, Tool]] = ("", {})
+        self._dbs: dict[str, Any] = {a: database.load(img) for a, img in world.images.items()}
+        self._db_ref = dict(world.images)  # the image each connection equals while total_changes == mark
+        self._db_mark = {a: c.total_changes for a, c in self._dbs.items()}
+        self._audits = {d.agent: dict(d.audit) for d in world.spec.domains if d.build_db is not None}
+        self._ep: _Episode | None = None
+        self._text_cache: dict[str, tuple[int, int, str]] = {}
+        self.np_random = np.random.default_rng(world.seed)
+
+    # ---------------------------------------------------------------- PettingZoo API
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._action_spaces[agent]
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of tasks in this env's split."""
+        return self.world.tasks.size(self.split)
+
+    def get_task(self, index: int) -> Task:
+        """Task ``index`` of this env's split (cached)."""
+        key = (self.split, index)
+        task = self.world.gold_cache.get(key)
+        if task is None:
+            task = self.world.tasks.task(self.split, index)
+            self.world.gold_cache[key] = task
+        return task
+
+    @property
+    def task(self) -> Task | None:
+        """The task of the current episode."""
+        return self._ep.task if self._ep else None
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        if seed is not None:
+            self.np_random = np.random.default_rng(seed)
+        options = dict(options or {})
+        task, index = self._choose_task(options)
+        for agent, conn in self._dbs.items():
+            pristine = self.world.images[agent]
+            if self._db_ref[agent] is not pristine or conn.total_changes != self._db_mark[agent]:
+                database.load(pristine, conn)
+                self._db_ref[agent] = pristine
+                self._db_mark[agent] = conn.total_changes
+        master = _Frame("master", [self._system("master"), {"role": "user", "content": task.query}])
+        contexts = {a: [self._system(a)] for a in self._sub_agents}
+        contexts["master"] = master.messages
+        self._ep = _Episode(
+            task=task,
+            index=index,
+            stack=[master],
+            contexts=contexts,
+            agent_turns={a: 0 for a in self.possible_agents},
+            executed={a: [] for a in self._sub_agents},
+        )
+        self._ep.log.append(("master", master.messages[1]))
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection = "master"
+        self._skip_agent_selection = None
+        self._refresh_info("master")
+
+    def observe(self, agent: str) -> dict[str, Any]:
+        ep = self._ep
+        depth = 0 if agent == "master" else int(bool(ep.stack and ep.stack[-1].agent == agent))
+        counters = np.array(
+            [ep.turn, ep.agent_turns.get(agent, 0), depth, max(0, self.max_cycles - ep.turn)], dtype=np.int64
+        )
+        return {"observation": counters, "text": self._text(agent)}
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        ep = self._ep
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        self._turn(agent, action)
+        done = ep.final_answer is not None
+        if not done and ep.turn >= self.max_cycles:
+            self._finish(truncated=True)
+        elif done:
+            self._finish(truncated=False)
+        else:
+            self.agent_selection = ep.stack[-1].agent
+            self._refresh_info(self.agent_selection)
+        self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
+
+    def render(self) -> str | None:
+        if self._ep is None:
+            return None
+        agent = self.agent_selection
+        text = self._text(agent)[-2000:]
+        out = f"--- {self.env_id} | task {self._ep.task.task_id} | turn {self._ep.turn} | {agent} ---\n{text}"
+        if self.render_mode == "human":
+            print(out)
+            return None
+        return out
+
+    def close(self) -> None:
+        for conn in self._dbs.values():
+            conn.close()
+        self._dbs = {}
+
+    # ---------------------------------------------------------------- branching
+
+    def snapshot(self) -> EnvSnapshot:
+        """Capture the whole state; cheap when the databases did not change since the last capture.
+
+        Database images are only serialised when a tool wrote since the last reset, snapshot or
+        restore; otherwise the snapshot shares the image already held.
+        """
+        images = {}
+        for agent, conn in self._dbs.items():
+            if conn.total_changes != self._db_mark[agent]:
+                self._db_ref[agent] = database.image(conn)
+                self._db_mark[agent] = conn.total_changes
+            images[agent] = self._db_ref[agent]
+        pz = (
+            list(self.agents),
+            dict(self.rewards),
+            dict(self._cumulative_rewards),
+            dict(self.terminations),
+            dict(self.truncations),
+            {a: dict(i) for a, i in self.infos.items()},
+            self.agent_selection,
+            getattr(self, "_skip_agent_selection", None),
+        )
+        ep = self._ep.copy() if self._ep else None
+        return EnvSnapshot(ep, pz, self.np_random.bit_generator.state, images, id(self.world))
+
+    def restore(self, snap: EnvSnapshot) -> None:
+        """Return to the state captured by :meth:`snapshot` (of this env or of one made with the
+        same env id, seed and options)."""
+        if not isinstance(snap, EnvSnapshot):
+            raise TypeError(f"restore expects an EnvSnapshot from env.snapshot(), got {type(snap).__name__}")
+        if snap.world_id != id(self.world):
+            raise ValueError("this snapshot comes from an env with another env id, seed or options")
+        for agent, conn in self._dbs.items():
+            img = snap.db_images[agent]
+            if self._db_ref[agent] is not img or conn.total_changes != self._db_mark[agent]:
+                database.load(img, conn)
+                self._db_ref[agent] = img
+                self._db_mark[agent] = conn.total_changes
+        self._ep = snap.episode.copy() if snap.episode else None
+        agents, rewards, cum, terms, truncs, infos, selection, skip = snap.pz
+        self.agents = list(agents)
+        self.rewards = dict(rewards)
+        self._cumulative_rewards = dict(cum)
+        self.terminations = dict(terms)
+        self.truncations = dict(truncs)
+        self.infos = {a: dict(i) for a, i in infos.items()}
+        self.agent_selection = selection
+        self._skip_agent_selection = skip
+        self.np_random = np.random.default_rng()
+        self.np_random.bit_generator.state = snap.rng
+
+    def clone(self) -> JoyEnv:
+        """A new env in the same state (shares the read-only world, owns its databases)."""
+        other = JoyEnv(self.world, self.split, self.max_cycles, self.reward_config, self.render_mode)
+        other.restore(self.snapshot())
+        return other
+
+    def transcript(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every message of the episode in order, as ``(agent, message)``: the global state a
+        centralised critic reads."""
+        return list(self._ep.log) if self._ep else []
+
+    @property
+    def current_frame(self) -> _Frame | None:
+        """The conversation frame of the acting agent (used by the expert policy)."""
+        return self._ep.stack[-1] if self._ep and self._ep.stack else None
+
+    @property
+    def invocations(self) -> list[str]:
+        """Sub-agents called so far in the episode, in order."""
+        return list(self._ep.called) if self._ep else []
+
+    # ---------------------------------------------------------------- internals
+
+    def _choose_task(self, options: dict) -> tuple[Task, int]:
+        # other keys are ignored: PettingZoo's conformance test passes arbitrary options
+        if "task" in options:
+            task = options["task"]
+            if not isinstance(task, Task):
+                raise TypeError(f"options['task'] must be a joy_env.core.Task, got {type(task).__name__}")
+            return task, -1
+        if "task_id" in options:
+            tid = str(options["task_id"])
+            parts = tid.rsplit("/", 2)
+            if len(parts) != 3 or parts[1] != self.split or not parts[2].isdigit():
+                raise ValueError(
+                    f"task_id {tid!r} is not of this env's split; expected '<domain>/{self.split}/<index>'"
+                )
+            index = int(parts[2])
+        elif "task_index" in options:
+            index = options["task_index"]
+        else:
+            index = int(self.np_random.integers(self.num_tasks))
+        if not isinstance(index, (int, np.integer)) or not 0 <= index < self.num_tasks:
+            raise ValueError(f"task_index must be an int in [0, {self.num_tasks}), got {index!r}")
+        return self.get_task(int(index)), int(index)
+
+    def _system(self, agent: str) -> dict[str, Any]:
+        return {"role": "system", "content": self._prompts.get(agent, "")}
+
+    def _tools_for(self, agent: str) -> dict[str, Tool]:
+        tools = self.world.tools.get(agent, {})
+        extra = self._ep.task.tools.get(agent) if self._ep else None
+        if not extra:
+            return tools
+        if self._extra_tools[0] != self._ep.task.task_id:
+            built: dict[str, dict[str, Tool]] = {}
+            for a, schemas in self._ep.task.tools.items():
+                built[a] = {t.name: t for t in map(_recorder, schemas)}
+            self._extra_tools = (self._ep.task.task_id, built)
+        return {**tools, **self._extra_tools[1].get(agent, {})}
+
+    def _schemas_for(self, agent: str) -> list[dict[str, Any]]:
+        base = self._base_schemas.get(agent, [])
+        extra = self._ep.task.tools.get(agent) if self._ep else None
+        if not extra:
+            return base
+        return base + [_recorder(s).schema() for s in extra]
+
+    def _text(self, agent: str) -> str:
+        msgs = self._ep.contexts.get(agent) or [self._system(agent)]
+        cached = self._text_cache.get(agent)
+        if cached and cached[0] == id(msgs) and cached[1] == len(msgs):
+            return cached[2]
+        parts = []
+        for m in msgs:
+            head = f"[{m['role']}" + (f" {m['name']}" if m.get("name") else "") + "]"
+            parts.append(f"{head}\n{m['content']}\n")
+        text = to_printable("".join(parts))
+        if len(text) > TEXT_MAX:
+            text = text[-TEXT_MAX:]
+        self._text_cache[agent] = (id(msgs), len(msgs), text)
+        return text
+
+    def _refresh_info(self, agent: str) -> None:
+        ep = self._ep
+        self.infos[agent] = {
+            "messages": list(ep.contexts[agent]),
+            "tools": self._schemas_for(agent),
+            "task_id": ep.task.task_id,
+            "domain": ep.task.domain,
+            "turn": ep.turn,
+        }
+
+    def _append(self, frame: _Frame, message: dict[str, Any]) -> None:
+        frame.messages.append(message)
+        self._ep.log.append((frame.agent, message))
+
+    def _turn(self, agent: str, action: Any) -> None:
+        ep = self._ep
+        frame = ep.stack[-1]
+        frame.turns += 1
+        ep.agent_turns[agent] += 1
+        node = {
+            "agent": agent,
+            "turn": ep.turn,
+            "format_ok": True,
+            "errors": [],
+            "calls": 0,
+            "tool_errors": 0,
+            "answer": False,
+        }
+        ep.nodes.append(node)
+        ep.turn += 1
+        parsed = parse_action(action)
+        if isinstance(action, str):
+            content = action if len(action) <= MAX_ACTION_CHARS else clip(action, 2000)
+        else:
+            content = clip(repr(action), 200)
+        self._append(frame, {"role": "assistant", "content": content})
+        if parsed.errors:
+            node["format_ok"] = False
+            node["errors"].extend(parsed.errors)
+        feedback = None
+        if parsed.errors:
+            feedback = {"role": "user", "content": "Format error: " + " | ".join(parsed.errors)}
+        if parsed.answer is not None:
+            node["answer"] = True
+            if feedback:
+                self._append(frame, feedback)
+            if agent == "master":
+                ep.final_answer = parsed.answer
+                return
+            ep.stack.pop()
+            master = ep.stack[-1]
+            answer = parsed.answer if len(parsed.answer) <= MAX_SUB_ANSWER_CHARS else clip(parsed.answer, 2000)
+            master.results.append(self._tool_message("call_agent", {"agent": agent, "answer": answer}))
+            self._run_master(master)
+            return
+        if agent == "master":
+            frame.node = len(ep.nodes) - 1
+            frame.pending = list(parsed.calls)
+            frame.results = []
+            if feedback:
+                frame.pending.append({"__feedback__": feedback})
+            self._run_master(frame)
+            return
+        for call in parsed.calls:
+            self._append(frame, self._run_tool(agent, call, node))
+        if feedback:
+            self._append(frame, feedback)
+
+    def _run_master(self, frame: _Frame) -> None:
+        """Run the master's pending calls until one opens a sub-agent frame or none are left."""
+        ep = self._ep
+        node = ep.nodes[frame.node]
+        while frame.pending:
+            call = frame.pending.pop(0)
+            if "__feedback__" in call:
+                frame.results.append(call["__feedback__"])
+                continue
+            ep.n_calls += 1
+            node["calls"] += 1
+            if call["name"] != "call_agent":
+                self._format_error(
+                    node, f"unknown tool {clip(call['name'], 60)!r}; the master's only tool is call_agent"
+                )
+                frame.results.append(self._tool_message(call["name"], {"error": node["errors"][-1]}))
+                continue
+            errors = validate(call["arguments"], self._call_agent.parameters)
+            if errors:
+                self._format_error(node, "call_agent: " + "; ".join(errors))
+                frame.results.append(self._tool_message("call_agent", {"error": node["errors"][-1]}))
+                continue
+            sub = call["arguments"]["agent"]
+            query = call["arguments"]["query"]
+            ep.called.append(sub)
+            sub_frame = _Frame(
+                sub, [self._system(sub), {"role": "user", "content": query}], invocation=len(ep.called) - 1
+            )
+            ep.stack.append(sub_frame)
+            ep.contexts[sub] = sub_frame.messages
+            ep.log.append((sub, sub_frame.messages[1]))
+            return
+        for message in frame.results:
+            self._append(frame, message)
+        frame.results = []
+
+    def _format_error(self, node: dict[str, Any], message: str) -> None:
+        node["format_ok"] = False
+        node["errors"].append(message)
+
+    def _tool_message(self, name: str, result: Any) -> dict[str, Any]:
+        try:
+            text = json.dumps(result, ensure_ascii=True, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = json.dumps({"error": "tool result could not be encoded"})
+        if len(text) > MAX_RESULT_CHARS:
+            text = text[:MAX_RESULT_CHARS] + f"...[cut {len(text) - MAX_RESULT_CHARS} chars]"
+        return {"role": "tool", "name": clip(name, 80), "content": text}
+
+    def _run_tool(self, agent: str, call: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+        ep = self._ep
+        ep.n_calls += 1
+        node["calls"] += 1
+        tools = self._tools_for(agent)
+        tool = tools.get(call["name"])
+        if tool is None:
+            names = ", ".join(sorted(tools)) or "none"
+            self._format_error(node, f"unknown tool {clip(call['name'], 60)!r} for agent {agent}; available: {names}")
+            return self._tool_message(call["name"], {"error": node["errors"][-1]})
+        errors = validate(call["arguments"], tool.parameters)
+        if errors:
+            self._format_error(node, f"{tool.name}: " + "; ".join(errors))
+            return self._tool_message(tool.name, {"error": node["errors"][-1]})
+        ctx = ToolContext(db=self._dbs.get(agent), task=ep.task)
+        try:
+            result = tool.fn(ctx, **call["arguments"])
+        except ToolError as exc:
+            node["tool_errors"] += 1
+            return self._tool_message(tool.name, {"error": clip(str(exc), 500)})
+        except Exception as exc:  # a tool bug must not crash the episode
+            node["tool_errors"] += 1
+            return self._tool_message(tool.name, {"error": f"internal error in {tool.name}: {type(exc).__name__}"})
+        ep.executed.setdefault(agent, []).append({"name": tool.name, "arguments": call["arguments"]})
+        return self._tool_message(tool.name, result)
+
+    # ---------------------------------------------------------------- scoring
+
+    def _gold_db(self, agent: str) -> tuple[set, dict] | list:
+        """Rows changed by the gold calls of ``agent`` (or a full dump for unaudited databases)."""
+        task = self._ep.task
+        key = ("gold_db", task.task_id, task.query, agent)
+        cached = self.world.gold_cache.get(key)
+        if cached is not None:
+            return cached
+        tools = self.world.tools.get(agent, {})
+        audit = self._audits[agent]
+        calls = [c for s in task.route if s.agent == agent for turn in s.turns for c in turn]
+        writes = any(tools[c["name"]].writes for c in calls if c["name"] in tools)
+        if not writes and audit:
+            result: Any = (set(), {})
+        else:
+            scratch = database.load(self.world.images[agent])
+            ctx = ToolContext(db=scratch, task=task)
+            for c in calls:
+                tool = tools.get(c["name"])
+                if tool is None:
+                    continue
+                try:
+                    tool.fn(ctx, **c["arguments"])
+                except ToolError:
+                    pass  # gold solutions may include a call that is refused on purpose
+            if audit:
+                keys = database.changed_keys(scratch, audit)
+                result = (keys, database.rows(scratch, audit, keys))
+            else:
+                result = database.full_dump(scratch)
+            scratch.close()
+        with self.world.lock:
+            self.world.gold_cache[key] = result
+        return result
+
+    def _db_matches(self) -> bool:
+        for agent, conn in self._dbs.items():
+            gold = self._gold_db(agent)
+            audit = self._audits[agent]
+            if not audit:
+                if database.full_dump(conn) != gold:
+                    return False
+                continue
+            gold_keys, gold_rows = gold
+            pristine_now = (
+                self._db_ref[agent] is self.world.images[agent] and conn.total_changes == self._db_mark[agent]
+            )
+            keys = set() if pristine_now else database.changed_keys(conn, audit)
+            for key in keys | gold_keys:
+                expected = (
+                    gold_rows[key] if key in gold_keys else database.fetch_row(self.world.pristine[agent], audit, key)
+                )
+                if database.fetch_row(conn, audit, key) != expected:
+                    return False
+        return True
+
+    def _accuracy(self) -> dict[str, float]:
+        ep, task = self._ep, self._ep.task
+        checks: dict[str, float] = {}
+        checks["route"] = float(all(s.agent in ep.called for s in task.route))
+        call_score = 1.0
+        for agent in {s.agent for s in task.route}:
+            required = [c for s in task.route if s.agent == agent for c in s.required_calls]
+            if not required:
+                continue
+            strict = any(s.strict_calls for s in task.route if s.agent == agent)
+            score = score_calls(ep.executed.get(agent, []), required, self._schemas_for(agent), allow_extra=not strict)
+            call_score = min(call_score, score)
+        checks["calls"] = call_score
+        checks["db"] = float(self._db_matches())
+        answer = ep.final_answer
+        if answer is None:
+            checks["answer"] = 0.0
+        elif task.answer_type == "facts":
+            checks["answer"] = score_facts(answer, task.facts)
+        else:
+            checks["answer"] = score_answer(answer, task.answer, task.answer_type)
+        return checks
+
+    def _finish(self, truncated: bool) -> None:
+        ep, cfg = self._ep, self.reward_config
+        checks = self._accuracy()
+        r_a = float(np.prod(list(checks.values()))) if ep.final_answer is not None else 0.0
+        n = len(ep.nodes)
+        valid = sum(1 for nd in ep.nodes if nd["format_ok"])
+        r_f = cfg.format_weight * valid / n if n else 0.0
+        task = ep.task
+        extra_turns = max(0, n - task.gold_turns)
+        extra_calls = max(0, ep.n_calls - task.gold_calls)
+        raw_e = cfg.turn_cost * extra_turns + cfg.call_cost * extra_calls
+        r_e = min(cfg.efficiency_cap, raw_e)
+        scale = r_e / raw_e if raw_e > 0 else 0.0
+        calls_seen = 0
+        node_records = []
+        for i, nd in enumerate(ep.nodes):
+            cost = cfg.turn_cost if i >= task.gold_turns else 0.0
+            before, calls_seen = calls_seen, calls_seen + nd["calls"]
+            cost += cfg.call_cost * max(0, calls_seen - max(task.gold_calls, before))
+            node_records.append(dict(nd, R_F=cfg.format_weight * float(nd["format_ok"]) / n, R_E=cost * scale))
+        total = cfg.accuracy_weight * r_a + r_f - r_e
+        ep.breakdown = {
+            "R": total,
+            "R_A": r_a,
+            "R_F": r_f,
+            "R_E": r_e,
+            "success": r_a >= 1.0 - 1e-9,
+            "accuracy": checks,
+            "truncated": truncated,
+            "final_answer": ep.final_answer,
+            "turns": n,
+            "gold_turns": task.gold_turns,
+            "calls": ep.n_calls,
+            "gold_calls": task.gold_calls,
+            "format_valid_rate": valid / n if n else 0.0,
+            "tool_errors": sum(nd["tool_errors"] for nd in ep.nodes),
+            "agents_called": list(ep.called),
+            "task_id": task.task_id,
+            "domain": task.domain,
+            "nodes": node_records,
+        }
+        acted = {nd["agent"] for nd in ep.nodes}
+        for agent in self.agents:
+            self.rewards[agent] = total if agent in acted else 0.0
+            if truncated:
+                self.truncations[agent] = True
+            else:
+                self.terminations[agent] = True
+            self.infos[agent] = {
+                "messages": list(ep.contexts.get(agent, [])),
+                "tools": self._schemas_for(agent),
+                "task_id": task.task_id,
+                "domain": task.domain,
+                "turn": ep.turn,
+                "episode": ep.breakdown,
+            }
+
+    @property
+    def episode_breakdown(self) -> dict[str, Any] | None:
+        """The reward breakdown of the finished episode (``None`` while it runs)."""
+        return self._ep.breakdown if self._ep else None

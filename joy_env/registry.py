@@ -1,0 +1,196 @@
+"""Environment ids, ``make`` and the custom-domain API.
+
+An :class:`EnvSpec` names the sub-agents' domains (tools and databases) and a task-source factory.
+``register_env`` adds one; ``make`` builds the shared, read-only *world* of a spec once per process
+(pristine database images and the task source) and returns a fresh :class:`joy_env.env.JoyEnv`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from joy_env import database
+from joy_env.core import SPLITS, Domain, TaskSource, Tool
+from joy_env.rewards import RewardConfig
+
+TaskFactory = Callable[..., TaskSource]
+"""``factory(seed, dbs, **source_kwargs) -> TaskSource`` where ``dbs`` maps an agent name to the
+pristine read-only connection of its domain's database."""
+
+COMMON_KWARGS = ("split", "seed", "max_cycles", "reward_config", "render_mode")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything needed to build an environment id.
+
+    Attributes:
+        env_id: the id passed to :func:`make`, e.g. ``"acme/pharmacy-v0"``.
+        domains: one :class:`~joy_env.core.Domain` per sub-agent, in the order of ``possible_agents``.
+        tasks: task-source factory, called as ``tasks(seed, dbs, **source_kwargs)``.
+        source_kwargs: extra keyword arguments of ``make`` forwarded to ``tasks`` (e.g. ``path``).
+        description: one line for :func:`list_envs`.
+    """
+
+    env_id: str
+    domains: tuple[Domain, ...]
+    tasks: TaskFactory
+    source_kwargs: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return ("master", *(d.agent for d in self.domains))
+
+
+@dataclass
+class World:
+    """The read-only part of an environment, shared by every env made from the same spec and kwargs."""
+
+    spec: EnvSpec
+    seed: int
+    tasks: TaskSource
+    images: dict[str, bytes]
+    """Pristine database image per agent (domains without a database are absent)."""
+    pristine: dict[str, sqlite3.Connection]
+    """Read-only connections to the pristine databases (used to compare final states)."""
+    tools: dict[str, dict[str, Tool]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    gold_cache: dict[str, Any] = field(default_factory=dict)
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+_WORLDS: dict[tuple, World] = {}
+_WORLDS_LOCK = threading.Lock()
+
+
+def register_env(spec: EnvSpec, overwrite: bool = False) -> None:
+    """Register a custom environment id (see ``examples/custom_domain``)."""
+    if not isinstance(spec, EnvSpec):
+        raise TypeError(f"register_env expects an EnvSpec, got {type(spec).__name__}")
+    if spec.env_id in _builtin_ids() or (spec.env_id in _REGISTRY and not overwrite):
+        raise ValueError(
+            f"env id {spec.env_id!r} is already registered; pick another id or pass overwrite=True "
+            "(built-in ids cannot be replaced)"
+        )
+    agents = [d.agent for d in spec.domains]
+    if not agents or len(set(agents)) != len(agents) or "master" in agents:
+        raise ValueError(
+            f"EnvSpec {spec.env_id!r}: domains must name distinct sub-agents other than 'master', got {agents}"
+        )
+    for d in spec.domains:
+        names = [t.name for t in d.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"domain {d.agent!r} of {spec.env_id!r} has duplicate tool names: {names}")
+    _REGISTRY[spec.env_id] = spec
+
+
+def _builtin_ids() -> tuple[str, ...]:
+    from joy_env import builtin
+
+    return builtin.ENV_IDS
+
+
+def list_envs() -> list[str]:
+    """All registered env ids, built-in first."""
+    return [*_builtin_ids(), *_REGISTRY]
+
+
+def get_spec(env_id: str) -> EnvSpec:
+    """The :class:`EnvSpec` of ``env_id``."""
+    if env_id in _REGISTRY:
+        return _REGISTRY[env_id]
+    if env_id in _builtin_ids():
+        from joy_env import builtin
+
+        return builtin.specs()[env_id]
+    raise ValueError(f"unknown env id {env_id!r}; valid ids: {', '.join(list_envs())}")
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple, set)):
+        return tuple(_freeze(v) for v in value)
+    return str(value) if not isinstance(value, (int, float, str, bool, type(None))) else value
+
+
+def get_world(spec: EnvSpec, seed: int, source_kwargs: Mapping[str, Any]) -> World:
+    """Build (once per process) the shared world of ``spec`` for ``seed`` and ``source_kwargs``."""
+    key = (spec.env_id, id(spec), seed, _freeze(source_kwargs))
+    with _WORLDS_LOCK:
+        world = _WORLDS.get(key)
+        if world is not None:
+            return world
+        images: dict[str, bytes] = {}
+        pristine: dict[str, sqlite3.Connection] = {}
+        for d in spec.domains:
+            if d.build_db is None:
+                continue
+            conn = d.build_db(seed)
+            if d.audit:
+                database.install_audit(conn, d.audit)
+                conn.execute(f"DELETE FROM {database.AUDIT_TABLE}")
+            images[d.agent] = database.image(conn)
+            pristine[d.agent] = database.load(images[d.agent])
+        tasks = spec.tasks(seed, pristine, **source_kwargs)
+        tools = {d.agent: {t.name: t for t in d.tools} for d in spec.domains}
+        world = World(spec=spec, seed=seed, tasks=tasks, images=images, pristine=pristine, tools=tools)
+        _WORLDS[key] = world
+        return world
+
+
+def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
+    """Create an environment.
+
+    Args:
+        env_id: one of :func:`list_envs` (default ``"joy/mixed-v0"``).
+        split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``).
+        seed: data seed (database, knowledge base, tasks); default 0. Episodes are sampled with the seed
+            passed to ``reset``.
+        max_cycles: maximum number of agent turns in an episode (default 30); then the episode is truncated.
+        reward_config: a :class:`joy_env.rewards.RewardConfig`.
+        render_mode: ``None``, ``"human"`` (print) or ``"ansi"`` (return text).
+        **source_kwargs: options of the env id's task source, e.g. ``source="gsm8k", path=FILE`` for
+            ``joy/math-v0`` or ``source="bfcl", path=DIR, categories=[...]`` for ``joy/general-v0``.
+
+    Returns:
+        A :class:`joy_env.env.JoyEnv` (a PettingZoo ``AECEnv``).
+    """
+    from joy_env.env import JoyEnv
+
+    spec = get_spec(env_id)
+    valid = (*COMMON_KWARGS, *spec.source_kwargs)
+    unknown = [k for k in kwargs if k not in valid]
+    if unknown:
+        raise TypeError(f"make({env_id!r}) got unknown argument(s) {unknown}; valid arguments: {', '.join(valid)}")
+    split = kwargs.pop("split", "train")
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    seed = kwargs.pop("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    max_cycles = kwargs.pop("max_cycles", 30)
+    if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:
+        raise ValueError(f"max_cycles must be an int >= 1 (agent turns per episode), got {max_cycles!r}")
+    reward_config = kwargs.pop("reward_config", None) or RewardConfig()
+    if not isinstance(reward_config, RewardConfig):
+        raise TypeError(f"reward_config must be a joy_env.rewards.RewardConfig, got {type(reward_config).__name__}")
+    render_mode = kwargs.pop("render_mode", None)
+    if render_mode not in (None, "human", "ansi"):
+        raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
+    world = get_world(spec, seed, kwargs)
+    if world.tasks.size(split) <= 0:
+        raise ValueError(f"{env_id} has no tasks in split {split!r} with these options")
+    return JoyEnv(world, split=split, max_cycles=max_cycles, reward_config=reward_config, render_mode=render_mode)
+
+
+def factory_kwargs(factory: TaskFactory) -> tuple[str, ...]:
+    """Names of the keyword arguments a task-source factory accepts beyond ``seed`` and ``dbs``."""
+    params = list(inspect.signature(factory).parameters.values())[2:]
+    return tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))

@@ -1,0 +1,99 @@
+"""The custom-domain API, exercised with the library example (no built-in domain involved)."""
+
+import pytest
+from pettingzoo.test import api_test, seed_test
+
+import joy_env
+from joy_env.core import Domain, Tool
+from joy_env.expert import expert_action, run_expert_episode
+from joy_env.protocol import format_turn
+
+
+def test_library_expert_solves_every_task(library_env_id):
+    for split in joy_env.SPLITS:
+        env = joy_env.make(library_env_id, split=split)
+        for i in range(env.num_tasks):
+            env.reset(options={"task_index": i})
+            result = run_expert_episode(env)
+            assert result["success"], (split, i, result["accuracy"])
+            assert result["R"] == pytest.approx(1.0 + env.reward_config.format_weight)
+
+
+def test_library_api_and_seed(library_env_id):
+    api_test(joy_env.make(library_env_id, max_cycles=12), num_cycles=200)
+    seed_test(lambda: joy_env.make(library_env_id, max_cycles=12), num_cycles=100)
+
+
+def _play(env, actions):
+    for a in actions:
+        env.step(a)
+
+
+def test_wrong_write_fails_the_database_check(library_env_id):
+    env = joy_env.make(library_env_id, split="test")
+    env.reset(options={"task_index": 0})
+    task = env.task
+    sub = task.route[0]
+    member = sub.turns[1][0]["arguments"]["member_id"]
+    other = "B101" if sub.turns[1][0]["arguments"]["book_id"] != "B101" else "B102"
+    wrong = {"name": "borrow_book", "arguments": {"member_id": member, "book_id": other}}
+    env.step(expert_action(env))  # master calls the librarian
+    env.step(format_turn([sub.turns[0][0], wrong]))  # borrows the wrong book (maybe refused)
+    env.step(format_turn([sub.turns[1][0]]))  # then the right one
+    env.step(expert_action(env))  # librarian answers
+    env.step(expert_action(env))  # master answers
+    result = env.episode_breakdown
+    assert result["accuracy"]["calls"] == 1.0  # the required call was made ...
+    refused = any(n["tool_errors"] for n in result["nodes"])
+    assert result["accuracy"]["db"] == (1.0 if refused else 0.0)  # ... but an extra loan changes the db
+    assert result["R_E"] > 0
+
+
+def test_snapshot_restore_replays_identically_with_writes(library_env_id):
+    env = joy_env.make(library_env_id, split="train")
+    env.reset(seed=3)
+    env.step(expert_action(env))
+    env.step(expert_action(env))  # search
+    snap = env.snapshot()
+    first = []
+    for agent in env.agent_iter():
+        obs, rew, term, trunc, info = env.last()
+        first.append((agent, obs["text"], rew, info.get("episode", {}).get("R")))
+        env.step(None if term or trunc else expert_action(env))
+    env.restore(snap)
+    second = []
+    for agent in env.agent_iter():
+        obs, rew, term, trunc, info = env.last()
+        second.append((agent, obs["text"], rew, info.get("episode", {}).get("R")))
+        env.step(None if term or trunc else expert_action(env))
+    assert first == second and first[-1][3] is not None
+    # the borrow happened twice from the same snapshot: the db was restored in between
+    assert env.episode_breakdown["accuracy"]["db"] == 1.0
+    other = env.clone()
+    assert other.snapshot().db_images == env.snapshot().db_images
+
+
+def test_register_errors():
+    tool = Tool("t", "d", {"type": "object", "properties": {}}, lambda ctx: 1)
+    with pytest.raises(ValueError, match="already registered"):
+        joy_env.register_env(joy_env.EnvSpec("joy/math-v0", (Domain("x", (tool,)),), lambda s, d: None))
+    with pytest.raises(ValueError, match="distinct sub-agents"):
+        joy_env.register_env(joy_env.EnvSpec("a/b-v0", (Domain("master", (tool,)),), lambda s, d: None))
+    with pytest.raises(ValueError, match="duplicate tool"):
+        joy_env.register_env(joy_env.EnvSpec("a/c-v0", (Domain("x", (tool, tool)),), lambda s, d: None))
+
+
+def test_make_errors_list_valid_choices(library_env_id):
+    with pytest.raises(ValueError, match="valid ids: joy/ecommerce-v0"):
+        joy_env.make("joy/nope-v0")
+    with pytest.raises(TypeError, match="valid arguments: split, seed, max_cycles"):
+        joy_env.make(library_env_id, colour="red")
+    with pytest.raises(ValueError, match="split must be one of"):
+        joy_env.make(library_env_id, split="dev")
+    with pytest.raises(ValueError, match="max_cycles"):
+        joy_env.make(library_env_id, max_cycles=0)
+    env = joy_env.make(library_env_id)
+    with pytest.raises(ValueError, match="task_index must be"):
+        env.reset(options={"task_index": 10**6})
+    with pytest.raises(ValueError, match="not of this env's split"):
+        env.reset(options={"task_id": "library/test/0"})
