@@ -115,8 +115,9 @@ class Task:
         route: the gold sub-agent invocations, in order.
         facts: for ``answer_type="facts"``: strings the final answer must contain.
         template: name of the generator template (for analysis and split design).
-        tools: extra per-task function schemas for an agent (``{agent: (schema, ...)}``), executed by a
-            recorder that replies with a neutral result (BFCL tasks).
+        tools: per-task function schemas for an agent (``{agent: (schema, ...)}``) that replace that
+            agent's own tools in this task; they have no implementation: the env records each call and
+            replies with a neutral result (BFCL tasks).
         meta: free-form information (difficulty, number of steps, ...). Never shown to agents.
     """
 

@@ -66,6 +66,7 @@ Version history
 from __future__ import annotations
 
 import json
+import math
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -280,7 +281,10 @@ class JoyEnv(AECEnv):
         for agent, conn in self._dbs.items():
             pristine = self.world.images[agent]
             if self._db_ref[agent] is not pristine or conn.total_changes != self._db_mark[agent]:
-                database.load(pristine, conn)
+                if self._audits[agent]:  # undo only the changed rows
+                    database.revert(conn, self.world.pristine[agent], self._audits[agent])
+                else:
+                    database.load(pristine, conn)
                 self._db_ref[agent] = pristine
                 self._db_mark[agent] = conn.total_changes
         master = _Frame("master", [self._system("master"), {"role": "user", "content": task.query}])
@@ -462,14 +466,13 @@ class JoyEnv(AECEnv):
             for a, schemas in self._ep.task.tools.items():
                 built[a] = {t.name: t for t in map(_recorder, schemas)}
             self._extra_tools = (self._ep.task.task_id, built)
-        return {**tools, **self._extra_tools[1].get(agent, {})}
+        return self._extra_tools[1].get(agent, {})
 
     def _schemas_for(self, agent: str) -> list[dict[str, Any]]:
-        base = self._base_schemas.get(agent, [])
         extra = self._ep.task.tools.get(agent) if self._ep else None
         if not extra:
-            return base
-        return base + [_recorder(s).schema() for s in extra]
+            return self._base_schemas.get(agent, [])
+        return [t.schema() for t in self._tools_for(agent).values()]
 
     def _text(self, agent: str) -> str:
         msgs = self._ep.contexts.get(agent) or [self._system(agent)]
@@ -712,7 +715,7 @@ class JoyEnv(AECEnv):
     def _finish(self, truncated: bool) -> None:
         ep, cfg = self._ep, self.reward_config
         checks = self._accuracy()
-        r_a = float(np.prod(list(checks.values()))) if ep.final_answer is not None else 0.0
+        r_a = float(math.prod(checks.values())) if ep.final_answer is not None else 0.0
         n = len(ep.nodes)
         valid = sum(1 for nd in ep.nodes if nd["format_ok"])
         r_f = cfg.format_weight * valid / n if n else 0.0

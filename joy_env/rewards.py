@@ -155,7 +155,7 @@ def score_facts(prediction: str, facts: Sequence[str]) -> float:
     found = 0
     for fact in facts:
         f = _fact_text(str(fact)).strip(" .,;:")
-        if f and re.search(r"(?<![a-z0-9])" + re.escape(f) + r"(?![a-z0-9])", pred):
+        if f and re.search(r"(?<![a-z0-9])(?<!\d\.)" + re.escape(f) + r"(?![a-z0-9])(?!\.\d)", pred):
             found += 1
     return found / len(facts)
 
@@ -249,12 +249,14 @@ def _value_ok(value: Any, acceptable: Any, schema: Mapping[str, Any] | None) -> 
 
 
 def call_matches(
-    predicted: Mapping[str, Any],
-    gold: Mapping[str, Any],
-    functions: Sequence[Mapping[str, Any]] | None = None,
+    predicted: Mapping[str, Any], gold: Mapping[str, Any], functions: Sequence[Mapping[str, Any]] | None = None
 ) -> bool:
     """Whether one predicted call ``{"name", "arguments"}`` satisfies one gold call
     ``{name: {arg: [acceptable values]}}`` (BFCL rules; see :func:`score_calls`)."""
+    return _matches(predicted, gold, _param_types(functions))
+
+
+def _matches(predicted: Any, gold: Any, types_by_function: Mapping[str, Mapping[str, Any]]) -> bool:
     if not isinstance(predicted, Mapping) or not isinstance(gold, Mapping) or len(gold) != 1:
         return False
     ((gold_name, gold_args),) = gold.items()
@@ -264,7 +266,7 @@ def call_matches(
     args = predicted.get("arguments") or {}
     if not isinstance(args, Mapping):
         return False
-    types = _param_types(functions).get(gold_name, {})
+    types = types_by_function.get(gold_name, {})
     for arg in args:
         if arg not in gold_args:
             return False  # unknown or unexpected argument
@@ -329,8 +331,9 @@ def score_calls(
     denom = len(gold) if allow_extra else max(len(predicted), len(gold))
     if denom == 0:
         return 1.0
+    types = _param_types(functions)
     if ordered:
-        matched = sum(call_matches(p, g, functions) for p, g in zip(predicted, gold, strict=False))
+        matched = sum(_matches(p, g, types) for p, g in zip(predicted, gold, strict=False))
     else:
-        matched = _max_matching([[call_matches(p, g, functions) for g in gold] for p in predicted])
+        matched = _max_matching([[_matches(p, g, types) for g in gold] for p in predicted])
     return matched / denom

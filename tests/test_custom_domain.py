@@ -97,3 +97,16 @@ def test_make_errors_list_valid_choices(library_env_id):
         env.reset(options={"task_index": 10**6})
     with pytest.raises(ValueError, match="not of this env's split"):
         env.reset(options={"task_id": "library/test/0"})
+
+
+def test_reset_after_writes_restores_the_pristine_database(library_env_id):
+    from joy_env import database
+
+    env = joy_env.make(library_env_id, split="train")
+    pristine = database.full_dump(env.world.pristine["librarian"])
+    for i in range(5):
+        env.reset(options={"task_index": i})
+        run_expert_episode(env)
+        assert database.full_dump(env._dbs["librarian"]) != pristine  # the episode lent a book
+        env.reset(options={"task_index": i})
+        assert database.full_dump(env._dbs["librarian"]) == pristine

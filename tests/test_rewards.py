@@ -46,6 +46,9 @@ def test_facts_are_matched_on_word_boundaries_with_canonical_numbers():
     answer = "Order O30012 is Shipped; total $1,299.50 via UPS."
     assert score_facts(answer, ["o30012", "shipped", "1299.5"]) == 1.0
     assert score_facts(answer, ["O3001"]) == 0.0  # a prefix of an id is not the id
+    assert score_facts("costs $200.03", ["200.00"]) == 0.0  # 200 is not 200.03
+    assert score_facts("costs $1.5", ["5"]) == 0.0
+    assert score_facts("costs $200.", ["200.00"]) == 1.0
     assert score_facts(answer, ["1299.5", "delivered"]) == 0.5
     assert score_answer(answer, "O30012\nshipped", "ecommerce") == 1.0
 
