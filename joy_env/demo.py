@@ -1,0 +1,83 @@
+"""``joy-demo``: expert episodes on every env id, with the trajectory and the reward breakdown.
+
+joy-demo                      # one printed episode per env id + a summary over 50 episodes each
+joy-demo --env joy/mixed-v0 --episodes 200 --split test
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+import time
+from typing import Any
+
+import joy_env
+from joy_env.expert import expert_action
+
+
+def _show(agent: str, message: dict[str, Any], width: int) -> str:
+    role = message["role"] + (f" {message['name']}" if message.get("name") else "")
+    body = message["content"]
+    if len(body) > 600:
+        body = body[:600] + f" ...[{len(body) - 600} more chars]"
+    lines = textwrap.wrap(body, width=width - 24, replace_whitespace=False) or [""]
+    head = f"{agent:>9} | {role:<16}| "
+    return "\n".join((head if i == 0 else " " * 9 + " | " + " " * 16 + "| ") + ln for i, ln in enumerate(lines))
+
+
+def print_episode(env: joy_env.JoyEnv, width: int = 110) -> dict[str, Any]:
+    """Play the expert on the env's current episode and print every message and the breakdown."""
+    result = joy_env.run_expert_episode(env, expert_action)
+    print(f"task {env.task.task_id}  [{env.task.template}]")
+    for agent, message in env.transcript():
+        print(_show(agent, message, width))
+    acc = ", ".join(f"{k}={v:.2f}" for k, v in result["accuracy"].items())
+    print(
+        f"  -> R={result['R']:.3f} = R_A {result['R_A']:.2f} + R_F {result['R_F']:.2f} - R_E {result['R_E']:.2f}"
+        f" | success={result['success']} | {acc} | turns {result['turns']}/{result['gold_turns']}"
+        f" calls {result['calls']}/{result['gold_calls']}"
+    )
+    return result
+
+
+def summary(env: joy_env.JoyEnv, episodes: int, seed: int) -> dict[str, float]:
+    """Success rate, mean reward and agent turns per second of the expert over ``episodes`` episodes."""
+    env.reset(seed=seed)
+    wins, total, turns = 0, 0.0, 0
+    start = time.perf_counter()
+    for _ in range(episodes):
+        env.reset()
+        result = joy_env.run_expert_episode(env, expert_action)
+        wins += result["success"]
+        total += result["R"]
+        turns += result["turns"]
+    elapsed = time.perf_counter() - start
+    return {"success_rate": wins / episodes, "mean_R": total / episodes, "turns_per_s": turns / elapsed}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", action="append", help="env id (repeatable); default: every built-in id")
+    parser.add_argument("--split", default="test", choices=joy_env.SPLITS)
+    parser.add_argument("--episodes", type=int, default=50, help="episodes per env id for the summary")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    env_ids = args.env or [e for e in joy_env.list_envs() if e.startswith("joy/")]
+    rows = []
+    for env_id in env_ids:
+        env = joy_env.make(env_id, split=args.split)
+        print("=" * 110)
+        print(f"{env_id}  split={args.split}  agents={env.possible_agents}  tasks={env.num_tasks}")
+        print("=" * 110)
+        env.reset(seed=args.seed)
+        print_episode(env)
+        rows.append((env_id, summary(env, args.episodes, args.seed)))
+        print()
+    print(f"expert policy, {args.episodes} episodes per env id, split={args.split}")
+    print(f"{'env id':<20} {'success':>8} {'mean R':>8} {'turns/s':>9}")
+    for env_id, s in rows:
+        print(f"{env_id:<20} {s['success_rate']:>8.1%} {s['mean_R']:>8.3f} {s['turns_per_s']:>9.0f}")
+
+
+if __name__ == "__main__":
+    main()
