@@ -200,7 +200,7 @@ def test_read_tools_happy_path(pristine: sqlite3.Connection):
 
     oid = one(pristine, "SELECT order_id FROM orders WHERE status = 'delivered' LIMIT 1")[0]
     order = call(pristine, "get_order_details", order_id=oid)
-    assert order["status"] == "delivered" and "return_by" in order and order["items"]
+    assert order["status"] == "delivered" and order["items"] and all("return_by" in i for i in order["items"])
     track = call(pristine, "track_shipment", order_id=oid)
     assert track["latest_event"]["description"] == "Delivered" and track["carrier"] == order["carrier"]
     owner = order["user_id"]
@@ -273,11 +273,17 @@ def test_gift_card_balance_is_charged_and_refunded(db: sqlite3.Connection):
     assert one(db, "SELECT balance_cents FROM payment_methods WHERE payment_id = ?", (pmid,))[0] == balance
 
 
+_AGE = "julianday('2026-06-01') - julianday(substr(o.delivered_at, 1, 10))"
+
+
 def _recent_delivered(conn: sqlite3.Connection) -> tuple[str, str]:
+    """A delivered order all of whose items are still inside their category's return window."""
     return one(
         conn,
-        "SELECT order_id, user_id FROM orders WHERE status = 'delivered' AND delivered_at >= '2026-05-10' "
-        "ORDER BY order_id LIMIT 1",
+        "SELECT o.order_id, o.user_id FROM orders o WHERE o.status = 'delivered' AND NOT EXISTS ("
+        "SELECT 1 FROM order_items i JOIN products p ON p.product_id = i.product_id JOIN return_windows w "
+        f"ON w.category = p.category WHERE i.order_id = o.order_id AND {_AGE} > w.days - 1) "
+        "ORDER BY o.order_id LIMIT 1",
     )
 
 
@@ -393,10 +399,12 @@ def test_return_rules(db: sqlite3.Connection):
         _rejected(
             db, "return_item", "only delivered orders", user_id=uid, order_id=oid, product_id=pid, reason="damaged"
         )
-    oid, uid = one(
-        db, "SELECT order_id, user_id FROM orders WHERE status = 'delivered' AND delivered_at < '2026-04-01'"
+    oid, uid, pid = one(
+        db,
+        "SELECT o.order_id, o.user_id, i.product_id FROM orders o JOIN order_items i ON i.order_id = o.order_id "
+        "JOIN products p ON p.product_id = i.product_id JOIN return_windows w ON w.category = p.category "
+        f"WHERE o.status = 'delivered' AND {_AGE} > w.days + 1 ORDER BY o.order_id LIMIT 1",
     )
-    pid = one(db, "SELECT product_id FROM order_items WHERE order_id = ?", (oid,))[0]
     _rejected(db, "return_item", "return window", user_id=uid, order_id=oid, product_id=pid, reason="damaged")
     oid, uid = _recent_delivered(db)
     pid, qty = one(db, "SELECT product_id, quantity FROM order_items WHERE order_id = ?", (oid,))

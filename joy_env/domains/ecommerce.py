@@ -122,7 +122,8 @@ SYSTEM_PROMPT = (
     f"(user ids look like U2001, products P1001, orders O30001, payment methods PM5001). Today is {TODAY}. "
     "Use the tools to look things up and to change carts and orders; never invent ids, prices or "
     "statuses. Money amounts are dollars with two decimals. Only placed or paid orders can be "
-    f"cancelled; delivered items can be returned within {RETURN_WINDOW_DAYS} days of delivery. "
+    "cancelled; delivered items can be returned until the return_by date that get_order_details shows "
+    "for each item (the window depends on the category). "
     "If a request breaks a shop rule, do not change anything and explain why. Several independent "
     "tool calls may go in one turn. Finish with <answer>...</answer> giving the ids, amounts and "
     "statuses exactly as the tools report them."
@@ -140,6 +141,7 @@ _PRODUCT_COLS = (
     "product_id, model_id, name, model_name, brand, category, product_type, colour, size, price_cents, "
     "rating, stock, description"
 )
+_PRODUCT_KEYS = tuple(c.strip() for c in _PRODUCT_COLS.split(","))
 _ORDER_COLS = (
     "order_id, user_id, status, created_at, payment_id, coupon_code, subtotal_cents, discount_cents, "
     "total_cents, ship_address, delivered_at, cancelled_at"
@@ -350,8 +352,14 @@ def _checked_discount(conn: sqlite3.Connection, code: Any, lines: list[tuple[str
     return coupon, eligible, coupon_discount(coupon["kind"], coupon["value"], eligible)
 
 
-def _return_deadline(delivered_at: str) -> dt.date:
-    return dt.date.fromisoformat(delivered_at[:10]) + dt.timedelta(days=RETURN_WINDOW_DAYS)
+def _window_days(conn: sqlite3.Connection, category: str) -> int:
+    row = conn.execute("SELECT days FROM return_windows WHERE category = ?", (category,)).fetchone()
+    return int(row[0]) if row else RETURN_WINDOW_DAYS
+
+
+def _return_deadline(conn: sqlite3.Connection, delivered_at: str, category: str) -> dt.date:
+    """Last day to return an item of ``category`` delivered at ``delivered_at``."""
+    return dt.date.fromisoformat(delivered_at[:10]) + dt.timedelta(days=_window_days(conn, category))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -378,8 +386,8 @@ def search_products(
     params: list[Any] = []
     tokens = [t for t in re.findall(r"[a-z0-9]+", str(query).lower()) if t not in _STOPWORDS][:10]
     for token in tokens:
-        where.append("(name || ' ' || category) LIKE ?")  # LIKE ignores ASCII case
-        params.append(f"%{token}%")
+        where.append("instr(search_text, ?) > 0")  # search_text is lower-case name and category
+        params.append(token)
     for column, value in (("category", category), ("brand", brand), ("colour", colour), ("size", size)):
         text = str(value).strip()
         if text:
@@ -400,12 +408,12 @@ def search_products(
         raise ToolError(f"sort_by must be one of {sorted(_SORTS)}")
     limit = _int_arg(limit, "limit", 1, 20)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    count = conn.execute(f"SELECT COUNT(*) FROM products {clause}", params).fetchone()[0]
-    rows = conn.execute(
-        f"SELECT {_PRODUCT_COLS} FROM products {clause} ORDER BY {_SORTS[sort_by]} LIMIT ?", [*params, limit]
+    rows = conn.execute(  # one scan: the window count sees every match before LIMIT
+        f"SELECT {_PRODUCT_COLS}, COUNT(*) OVER () FROM products {clause} ORDER BY {_SORTS[sort_by]} LIMIT ?",
+        [*params, limit],
     ).fetchall()
-    keys = [c.strip() for c in _PRODUCT_COLS.split(",")]
-    return {"count": count, "results": [_summary(dict(zip(keys, r, strict=True))) for r in rows]}
+    count = rows[0][-1] if rows else 0
+    return {"count": count, "results": [_summary(dict(zip(_PRODUCT_KEYS, r[:-1], strict=True))) for r in rows]}
 
 
 def get_product_details(ctx: ToolContext, product_id: str) -> dict[str, Any]:
@@ -650,7 +658,8 @@ def get_order_details(ctx: ToolContext, order_id: str) -> dict[str, Any]:
         out["carrier"], out["tracking_number"] = ship
     if o["delivered_at"]:
         out["delivered_at"] = o["delivered_at"]
-        out["return_by"] = _return_deadline(o["delivered_at"]).isoformat()
+        for item in out["items"]:  # the return window depends on the item's category
+            item["return_by"] = _return_deadline(conn, o["delivered_at"], item["category"]).isoformat()
     if o["cancelled_at"]:
         out["cancelled_at"] = o["cancelled_at"]
     return out
@@ -762,20 +771,20 @@ def return_item(
         o = _own_order(conn, user_id, order_id)
         if o["status"] != "delivered":
             raise ToolError(f"order {o['order_id']} is {o['status']}; only delivered orders can be returned")
-        deadline = _return_deadline(o["delivered_at"])
-        if TODAY_DATE > deadline:
-            raise ToolError(
-                f"the {RETURN_WINDOW_DAYS}-day return window of order {o['order_id']} ended on {deadline.isoformat()} "
-                f"(delivered {o['delivered_at'][:10]}, today is {TODAY})"
-            )
         pid = _ident(product_id, "product_id")
         item = conn.execute(
-            "SELECT quantity, unit_price_cents, returned_quantity FROM order_items WHERE order_id = ? AND "
-            "product_id = ?",
+            "SELECT i.quantity, i.unit_price_cents, i.returned_quantity, p.category FROM order_items i "
+            "JOIN products p ON p.product_id = i.product_id WHERE i.order_id = ? AND i.product_id = ?",
             (o["order_id"], pid),
         ).fetchone()
         if item is None:
             raise ToolError(f"product '{_echo(pid)}' is not part of order {o['order_id']}")
+        deadline = _return_deadline(conn, o["delivered_at"], item[3])
+        if TODAY_DATE > deadline:
+            raise ToolError(
+                f"the {_window_days(conn, item[3])}-day return window for {item[3]} items of order {o['order_id']} "
+                f"ended on {deadline.isoformat()} (delivered {o['delivered_at'][:10]}, today is {TODAY})"
+            )
         left = item[0] - item[2]
         if qty > left:
             raise ToolError(f"only {left} unit(s) of {pid} in order {o['order_id']} can still be returned")
@@ -960,7 +969,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "return_item",
-        f"Return units of a product from a delivered order, within {RETURN_WINDOW_DAYS} days of delivery.",
+        "Return units of a product from a delivered order, within its category's return window.",
         _obj(
             {
                 "user_id": _USER,
@@ -1230,15 +1239,19 @@ class EcommerceTaskSource:
             c = dict(zip(ckeys, row, strict=True))
             self.coupons[c["code"]] = c
             self.coupons_by_split[split_of(c["code"])].append(c["code"])
-        self.recent_delivered: dict[str, list[str]] = {s: [] for s in SPLITS}
-        self.old_delivered: dict[str, list[str]] = {s: [] for s in SPLITS}
+        # (order, product) pairs clearly inside / outside the product category's return window
+        windows = dict(db.execute("SELECT category, days FROM return_windows"))
+        self.recent_delivered: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
+        self.old_delivered: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
         for s in SPLITS:
             for oid in self.orders_by.get((s, "delivered"), []):
                 age = (TODAY_DATE - dt.date.fromisoformat(self.orders[oid]["delivered_at"][:10])).days
-                if age <= RETURN_WINDOW_DAYS - 3:
-                    self.recent_delivered[s].append(oid)
-                elif age >= RETURN_WINDOW_DAYS + 5:
-                    self.old_delivered[s].append(oid)
+                for pid, *_ in self.items[oid]:
+                    days = windows.get(self.products[pid]["category"], RETURN_WINDOW_DAYS)
+                    if age <= days - 3:
+                        self.recent_delivered[s].append((oid, pid))
+                    elif age >= days + 5:
+                        self.old_delivered[s].append((oid, pid))
 
     # -- phrasing helpers -----------------------------------------------------------------------------------
 
@@ -1633,9 +1646,9 @@ class EcommerceTaskSource:
         pool = self.recent_delivered[split]
         if not pool:
             return None
-        oid = rng.choice(pool)
+        oid, chosen = rng.choice(pool)
         uid = self.orders[oid]["user_id"]
-        lines = [line for line in self.items[oid] if line[1] > line[3]]
+        lines = [line for line in self.items[oid] if line[0] == chosen and line[1] > line[3]]
         if not lines:
             return None
         pid, qty, _unit, ret = rng.choice(lines)
@@ -1682,13 +1695,17 @@ class EcommerceTaskSource:
         pool = self.old_delivered[split] if late else self.orders_by.get((split, "shipped"), [])
         if not pool:
             return None
-        oid = rng.choice(pool)
+        if late:
+            oid, pid = rng.choice(pool)
+        else:
+            oid = rng.choice(pool)
+            pid = rng.choice(self.items[oid])[0]
         uid = self.orders[oid]["user_id"]
-        pid = rng.choice(self.items[oid])[0]
         name = self.products[pid]["name"]
         reason = rng.choice(RETURN_REASONS)
         turns = [[_call("get_order_details", order_id=oid)]]
         details = _exec(self.db, turns)[0][0]
+        item = next((i for i in details["items"] if i["product_id"] == pid), {})
         query = self._join(
             self._intro(rng),
             f"I'm {self.users[uid][1]} ({uid}). I'd like to return the {name} from order {oid} because "
@@ -1702,10 +1719,9 @@ class EcommerceTaskSource:
         if late:
             answer = (
                 f"The {name} from order {oid} can no longer be returned: it was delivered on "
-                f"{details['delivered_at'][:10]} and the {RETURN_WINDOW_DAYS}-day return window ended on "
-                f"{details['return_by']}."
+                f"{details['delivered_at'][:10]} and its return window ended on {item['return_by']}."
             )
-            facts: tuple[str, ...] = (oid, details["return_by"])
+            facts: tuple[str, ...] = (oid, item["return_by"])
         else:
             answer = (
                 f"The {name} from order {oid} cannot be returned yet: the order is still shipped and not delivered, "

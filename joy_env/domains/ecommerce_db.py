@@ -27,6 +27,7 @@ NOW = "2026-06-01T12:00:00"
 TODAY_DATE = dt.date(2026, 6, 1)
 NOW_DT = dt.datetime(2026, 6, 1, 12, 0, 0)
 RETURN_WINDOW_DAYS = 30
+"""Return window of a category the shop policy does not name (every catalog category is named)."""
 MAX_CART_QUANTITY = 10
 
 ORDER_STATUSES = ("placed", "paid", "shipped", "delivered", "cancelled", "returned")
@@ -49,7 +50,8 @@ CREATE TABLE products (
     model_name TEXT NOT NULL, brand TEXT NOT NULL, category TEXT NOT NULL, product_type TEXT NOT NULL,
     colour TEXT, size TEXT, price_cents INTEGER NOT NULL CHECK (price_cents > 0),
     rating REAL NOT NULL CHECK (rating BETWEEN 1.0 AND 5.0), stock INTEGER NOT NULL CHECK (stock >= 0),
-    description TEXT NOT NULL
+    description TEXT NOT NULL,
+    search_text TEXT NOT NULL  -- lower(name || ' ' || category): what search_products matches
 );
 CREATE TABLE users (
     user_id TEXT PRIMARY KEY, name TEXT NOT NULL, email TEXT NOT NULL, street TEXT NOT NULL,
@@ -91,6 +93,7 @@ CREATE TABLE tracking_events (
     shipment_id TEXT NOT NULL, seq INTEGER NOT NULL, ts TEXT NOT NULL, location TEXT NOT NULL,
     description TEXT NOT NULL, PRIMARY KEY (shipment_id, seq)
 );
+CREATE TABLE return_windows (category TEXT PRIMARY KEY, days INTEGER NOT NULL CHECK (days > 0));
 CREATE TABLE returns (
     return_id TEXT PRIMARY KEY, order_id TEXT NOT NULL, product_id TEXT NOT NULL, user_id TEXT NOT NULL,
     quantity INTEGER NOT NULL CHECK (quantity > 0), reason TEXT NOT NULL, status TEXT NOT NULL,
@@ -734,6 +737,15 @@ def _gen_carts(rng: random.Random, products: list[tuple], users: list[tuple]) ->
     return rows
 
 
+def return_windows(seed: int) -> dict[str, int]:
+    """Days to return an item of each catalog category: the shop policy of the knowledge base
+    (:func:`joy_env.domains.qa.policy_facts`), so what the QA agent reads is what ``return_item`` enforces."""
+    from joy_env.domains.qa import policy_facts
+
+    windows = policy_facts(seed)["returns"]
+    return {c: int(windows.get(c, RETURN_WINDOW_DAYS)) for c in CATEGORIES}
+
+
 def build_db(seed: int) -> sqlite3.Connection:
     """Build the pristine shop database of ``seed`` (in memory, deterministic, audited)."""
     rng = random.Random(f"ecommerce-db/{seed}")
@@ -745,7 +757,9 @@ def build_db(seed: int) -> sqlite3.Connection:
     orders, items, shipments, events, returns = _gen_orders(rng, products, users, payments, coupons)
     carts = _gen_carts(rng, products, users)
     conn.execute("BEGIN")
-    conn.executemany(f"INSERT INTO products VALUES ({', '.join('?' * 13)})", products)
+    conn.executemany(
+        f"INSERT INTO products VALUES ({', '.join('?' * 14)})", [(*p, f"{p[2]} {p[5]}".lower()) for p in products]
+    )
     conn.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?, ?, ?, ?)", users)
     conn.executemany("INSERT INTO payment_methods VALUES (?, ?, ?, ?, ?, ?, ?)", payments)
     conn.executemany("INSERT INTO coupons VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", coupons)
@@ -755,6 +769,7 @@ def build_db(seed: int) -> sqlite3.Connection:
     conn.executemany("INSERT INTO tracking_events VALUES (?, ?, ?, ?, ?)", events)
     conn.executemany("INSERT INTO returns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", returns)
     conn.executemany("INSERT INTO cart_items VALUES (?, ?, ?, ?)", carts)
+    conn.executemany("INSERT INTO return_windows VALUES (?, ?)", sorted(return_windows(seed).items()))
     conn.execute("COMMIT")
     install_audit(conn, AUDIT)
     return conn
