@@ -81,24 +81,3 @@ def full_dump(conn: sqlite3.Connection) -> list[tuple]:
         out.extend(sorted(conn.execute(f"SELECT * FROM {name}").fetchall(), key=repr))
     return out
 
-
-def revert(conn: sqlite3.Connection, pristine: sqlite3.Connection, tables: Mapping[str, tuple[str, ...]]) -> int:
-    """Undo every audited change of ``conn`` by copying the changed rows back from ``pristine``.
-
-    Costs as much as the rows changed, unlike loading the whole pristine image. Valid because every
-    state reached from the pristine database through audited writes lists all its differences in
-    ``_audit`` (snapshots included: the log is part of the image). Returns the rows restored.
-    """
-    keys = changed_keys(conn, tables)
-    if not keys:
-        return 0
-    conn.execute("SAVEPOINT joy_revert")
-    for table, values in keys:
-        where = " AND ".join(f"{c} = ?" for c in tables[table])
-        conn.execute(f"DELETE FROM {table} WHERE {where}", values)
-        row = pristine.execute(f"SELECT * FROM {table} WHERE {where}", values).fetchone()
-        if row is not None:
-            conn.execute(f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", row)
-    conn.execute(f"DELETE FROM {AUDIT_TABLE}")
-    conn.execute("RELEASE joy_revert")
-    return len(keys)

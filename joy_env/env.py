@@ -281,10 +281,7 @@ class JoyEnv(AECEnv):
         for agent, conn in self._dbs.items():
             pristine = self.world.images[agent]
             if self._db_ref[agent] is not pristine or conn.total_changes != self._db_mark[agent]:
-                if self._audits[agent]:  # undo only the changed rows
-                    database.revert(conn, self.world.pristine[agent], self._audits[agent])
-                else:
-                    database.load(pristine, conn)
+                database.load(pristine, conn)  # ~0.1 ms for the 1.4 MB shop; cheaper than undoing rows
                 self._db_ref[agent] = pristine
                 self._db_mark[agent] = conn.total_changes
         master = _Frame("master", [self._system("master"), {"role": "user", "content": task.query}])

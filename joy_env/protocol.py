@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +29,6 @@ MAX_ECHO_CHARS = 200
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_PRINTABLE = frozenset(string.printable)
 _NON_PRINTABLE = re.compile(r"[^\t\n\r\x20-\x7e]")
 
 
@@ -63,7 +61,7 @@ def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
 
 def to_printable(text: str) -> str:
     """Replace characters outside printable ASCII by ``?`` (the observation space's charset)."""
-    if all(c in _PRINTABLE for c in text):
+    if _NON_PRINTABLE.search(text) is None:
         return text
     return _NON_PRINTABLE.sub("?", text)
 
@@ -90,7 +88,8 @@ def _parse_call(body: str) -> tuple[dict[str, Any] | None, str | None]:
         obj = json.loads(body)
     except (ValueError, RecursionError) as exc:
         return None, f"tool call is not valid JSON ({clip(str(exc), 80)}): {clip(body)}"
-    if _depth(obj, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+    brackets = body.count("{") + body.count("[")
+    if brackets > MAX_JSON_DEPTH and _depth(obj, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         return None, f"tool call JSON is nested deeper than {MAX_JSON_DEPTH} levels"
     if not isinstance(obj, dict):
         return (

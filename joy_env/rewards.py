@@ -146,16 +146,35 @@ def _fact_text(text: str) -> str:
     return " ".join(text.split())
 
 
+def _bounded(text: str, fact: str) -> bool:
+    """Whether ``fact`` occurs in ``text`` with no letter or digit glued to either end (and no decimal
+    part: ``200`` does not occur in ``200.03``)."""
+    start = text.find(fact)
+    while start >= 0:
+        end = start + len(fact)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        ok = not before.isalnum() and not after.isalnum()
+        if ok and before == "." and start >= 2 and text[start - 2].isdigit():
+            ok = False
+        if ok and after == "." and end + 1 < len(text) and text[end + 1].isdigit():
+            ok = False
+        if ok:
+            return True
+        start = text.find(fact, start + 1)
+    return False
+
+
 def score_facts(prediction: str, facts: Sequence[str]) -> float:
     """Share of ``facts`` found in ``prediction`` (case-insensitive, on word boundaries, numbers
-    compared in canonical form: ``$1,299.50`` matches ``1299.5``)."""
+    compared in canonical form: ``$1,299.50`` matches ``1299.5``, ``200`` does not match ``200.03``)."""
     if not facts:
         return 1.0
     pred = _fact_text(prediction)
     found = 0
     for fact in facts:
         f = _fact_text(str(fact)).strip(" .,;:")
-        if f and re.search(r"(?<![a-z0-9])(?<!\d\.)" + re.escape(f) + r"(?![a-z0-9])(?!\.\d)", pred):
+        if f and _bounded(pred, f):
             found += 1
     return found / len(facts)
 
@@ -203,13 +222,21 @@ def _standardize(text: str) -> str:
     return text.lower().translate(_STRIP_CHARS)
 
 
+_TYPES_CACHE: dict[int, tuple[Any, dict[str, dict[str, Any]]]] = {}
+
+
 def _param_types(functions: Sequence[Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
     """``{function name: {param: schema}}`` from OpenAI-style or bare function schemas."""
+    cached = _TYPES_CACHE.get(id(functions))
+    if cached is not None and cached[0] is functions:
+        return cached[1]
     out: dict[str, dict[str, Any]] = {}
     for f in functions or ():
         f = f.get("function", f)
         params = (f.get("parameters") or {}).get("properties") or {}
         out[str(f.get("name"))] = dict(params)
+    if isinstance(functions, tuple | list) and len(_TYPES_CACHE) < 4096:
+        _TYPES_CACHE[id(functions)] = (functions, out)  # keeps ``functions`` alive, so the id stays valid
     return out
 
 

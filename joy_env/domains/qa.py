@@ -84,6 +84,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError
 
 __all__ = [
@@ -162,14 +164,28 @@ class BM25:
         n = len(self.lengths)
         self.avgdl = sum(self.lengths) / max(n, 1)
         self.idf = {t: math.log(1 + (n - len(ps) + 0.5) / (len(ps) + 0.5)) for t, ps in self.postings.items()}
+        # each posting's score contribution, computed once: a search only adds arrays
+        self.weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for tok, ps in self.postings.items():
+            docs = np.array([d for d, _ in ps], dtype=np.int64)
+            tfs = np.array([tf for _, tf in ps], dtype=np.float64)
+            lengths = np.array([self.lengths[d] for d in docs], dtype=np.float64)
+            weight = self.idf[tok] * tfs * (k1 + 1) / (tfs + k1 * (1 - b + b * lengths / self.avgdl))
+            self.weights[tok] = (docs, weight)
 
     def search(self, query: str, top_k: int) -> list[int]:
-        scores: dict[int, float] = {}
+        scores = np.zeros(len(self.lengths))
+        hit = False
         for tok in dict.fromkeys(tokenize(query)):
-            for doc, tf in self.postings.get(tok, ()):
-                norm = tf + self.k1 * (1 - self.b + self.b * self.lengths[doc] / self.avgdl)
-                scores[doc] = scores.get(doc, 0.0) + self.idf[tok] * tf * (self.k1 + 1) / norm
-        return sorted(scores, key=lambda d: (-scores[d], d))[:top_k]
+            posting = self.weights.get(tok)
+            if posting is not None:
+                scores[posting[0]] += posting[1]  # a token lists each passage once
+                hit = True
+        if not hit:
+            return []
+        candidates = np.flatnonzero(scores > 0)
+        order = np.lexsort((candidates, -scores[candidates]))  # best score first, ties by passage order
+        return candidates[order[:top_k]].tolist()
 
 
 # ------------------------------------------------------------------------------------- world generation
