@@ -17,7 +17,12 @@ Id                     Tasks
 =====================  ==========================================================================
 
 Every id has the same five agents; the master may call any sub-agent (calling the wrong one is a
-mistake the reward sees).
+mistake the reward sees). Agents, action protocol, observation, reward and arguments are documented in
+:mod:`joy_env.env`; each domain's tools and task templates in its module.
+
+Version history
+---------------
+* v0 (all ids): first release.
 """
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ class JoyEnv(AECEnv):
         self._db_mark = {a: c.total_changes for a, c in self._dbs.items()}
         self._audits = {d.agent: dict(d.audit) for d in world.spec.domains if d.build_db is not None}
         self._ep: _Episode | None = None
-        self._text_cache: dict[str, tuple[int, int, str]] = {}
+        self._text_cache: dict[str, tuple[list, int, str]] = {}
         self.np_random = np.random.default_rng(world.seed)
 
     # ---------------------------------------------------------------- PettingZoo API
@@ -474,16 +474,19 @@ class JoyEnv(AECEnv):
     def _text(self, agent: str) -> str:
         msgs = self._ep.contexts.get(agent) or [self._system(agent)]
         cached = self._text_cache.get(agent)
-        if cached and cached[0] == id(msgs) and cached[1] == len(msgs):
-            return cached[2]
-        parts = []
-        for m in msgs:
+        start, text = 0, ""
+        if cached and cached[0] is msgs and cached[1] <= len(msgs):
+            if cached[1] == len(msgs):
+                return cached[2]
+            start, text = cached[1], cached[2]  # messages are only appended: render the new ones
+        parts = [text]
+        for m in msgs[start:]:
             head = f"[{m['role']}" + (f" {m['name']}" if m.get("name") else "") + "]"
-            parts.append(f"{head}\n{m['content']}\n")
-        text = to_printable("".join(parts))
+            parts.append(to_printable(f"{head}\n{m['content']}\n"))
+        text = "".join(parts)
         if len(text) > TEXT_MAX:
             text = text[-TEXT_MAX:]
-        self._text_cache[agent] = (id(msgs), len(msgs), text)
+        self._text_cache[agent] = (msgs, len(msgs), text)  # holds the list: its id cannot be reused
         return text
 
     def _refresh_info(self, agent: str) -> None:

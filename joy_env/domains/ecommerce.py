@@ -26,7 +26,7 @@ Tools (15):
 | ``get_coupon`` | code | rules: type, value, minimum spend, category, expiry, uses left, active |
 | ``apply_coupon`` | user_id, coupon_code | validates a coupon on the cart: discount and total (no write) |
 | ``place_order`` | user_id, payment_id, coupon_code | orders the whole cart (see below) |
-| ``get_order_details`` | order_id | status, items, amounts, payment, carrier, delivery, return deadline |
+| ``get_order_details`` | order_id | status, items (with return deadlines), amounts, payment, carrier |
 | ``list_user_orders`` | user_id, status, limit | the user's orders, newest first, with the count |
 | ``track_shipment`` | order_id | carrier, tracking number, shipment status, tracking events |
 | ``cancel_order`` | user_id, order_id | cancels a placed / paid order (see below) |
@@ -36,7 +36,9 @@ Tools (15):
 ``place_order`` checks stock, the payment method (owner, card expiry, gift card / wallet balance) and
 the coupon, then creates the order (status ``placed``), decrements stock, charges balances, counts
 the coupon use and empties the cart. ``cancel_order`` restocks the items and credits gift card /
-wallet balances. ``return_item`` accepts delivered orders within 30 days of delivery; the refund is
+wallet balances. ``return_item`` accepts delivered orders within the return window of the item's
+category (7 to 90 days, the shop policy that the QA knowledge base states; ``get_order_details``
+shows each item's ``return_by``); the refund is
 the units' price minus their pro-rata share of the order discount (credited to gift card / wallet
 balances); the order becomes ``returned`` once every unit is returned.
 
