@@ -16,3 +16,15 @@ def library_env_id():
 
     joy_env.register_env(SPEC, overwrite=True)
     return SPEC.env_id
+
+
+TINY_CORPUS_TASKS = 40
+"""Expert tasks per env id in the corpus of the test tokenizer (the real build uses 300)."""
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """The embedded tiny model, built once per test session with a small corpus."""
+    from joy_agents import tiny
+
+    return tiny.build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", corpus_tasks=TINY_CORPUS_TASKS)
