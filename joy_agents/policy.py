@@ -1,0 +1,834 @@
+"""Team policy: one LLM policy per role with batched sampling and exact per-token log-probs.
+
+The JoyAgents team has five roles (``master``, ``qa``, ``ecommerce``, ``general``, ``math``). By default they
+share ONE base model, loaded once with ``AutoModelForCausalLM.from_pretrained``, wrapped in ONE PEFT
+``PeftModel`` that holds one LoRA adapter per role; switching role switches the active adapter, so the base
+weights exist once in memory. Roles listed in ``TeamConfig.separate_models`` get their own model (for example a
+larger master), with their own LoRA adapter; with ``use_lora=False`` every role gets a full trainable copy.
+
+Any model name or local directory that ``from_pretrained`` accepts works; prompts are built with the role's
+tokenizer chat template (Qwen2.5 / Hermes conventions: ``tools`` are passed to the template).
+
+Example::
+
+    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+
+    team = TeamPolicy(TeamConfig(model="/path/to/model"))
+    ids = team.encode_prompt("math", [{"role": "system", "content": "..."}, {"role": "user", "content": "2+2?"}],
+                             tools=None)
+    samples = team.generate("math", [ids], SamplingConfig(temperature=1.0, max_new_tokens=64), num_samples=4)
+    s = samples[0][0]              # sample 0 of prompt 0
+    s.completion_ids, s.logprobs, s.text, s.finish_reason
+    lp = team.logprobs("math", [s.prompt_ids], [s.completion_ids])   # teacher-forced, with grad when enabled
+    team.save("runs/team"); team2 = TeamPolicy.load("runs/team", device="cuda")
+
+Sampling (``TeamPolicy.generate``):
+
+* all prompts x ``num_samples`` rows go through ONE ``model.generate`` call (left padding, attention mask,
+  KV cache); ``result[i][j]`` is sample ``j`` of prompt ``i``;
+* ``temperature == 0`` is greedy; otherwise tokens are drawn from ``softmax(logits / temperature)`` truncated to
+  the ``top_p`` nucleus;
+* ``Sample.logprobs[t]`` is ``log_softmax(logits / temperature)`` at the sampled token (temperature 1 when
+  greedy), computed from the raw model logits, NOT renormalised over the top-p nucleus. It is the quantity
+  ``TeamPolicy.logprobs`` returns for the same tokens and temperature (equal within 1e-4 in float32), so PPO /
+  GRPO ratios start at exactly 1. The log-probs are gathered step by step by a logits processor, so memory
+  stays at one ``batch x vocab`` buffer instead of ``output_logits``' ``steps x batch x vocab``;
+* a row ends after the first EOS token (tokenizer EOS and the model's ``generation_config`` EOS ids) or the
+  first token that completes one of ``SamplingConfig.stop`` (``finish_reason="stop"``), or after
+  ``max_new_tokens`` (``"length"``). Stop strings that are a single token are extra EOS ids; every stop string
+  is also matched in the decoded tail of each running row, so a stop spelled with several tokens ends the
+  row too. The completion keeps the token that ended it (the stop text, or the EOS id); when a stop string ends
+  inside a merged token, that whole token is kept (no re-tokenisation, so the text may run a few characters past
+  the stop);
+* ``Sample.prompt_ids + Sample.completion_ids`` are exactly the ids fed to and produced by the model; trainers
+  use them directly and never re-tokenise text. ``Sample.text`` is the completion decoded with special tokens
+  kept, except EOS and pad ids.
+
+Generation ignores the model's own ``generation_config`` sampling defaults (top_k, repetition penalty, ...):
+only ``SamplingConfig`` decides, so the log-probs are those of the distribution actually sampled from.
+
+Adapters and gradients: every role's LoRA parameters keep ``requires_grad=True``; only the active role's adapter
+takes part in a forward pass, so a backward pass on role A's log-probs gives gradients to A's LoRA parameters
+only, and a joint loss over several roles (forwards run one role after the other) reaches every role.
+``trainable_parameters(role)`` lists one role's parameters for its optimiser. The base weights are frozen
+when LoRA is used.
+
+Memory: ``parameter_bytes(...)`` counts the unique storage of all parameters and buffers; five LoRA roles on a
+shared base hold the base once (``team.parameter_bytes() / parameter_bytes(plain_model)`` is
+``1 + adapters / base``; about 1.09 for a Qwen2.5-0.5B-sized model with r=16 on all seven projections).
+
+Saving: ``save(path)`` writes ``team.json`` (the ``TeamConfig``) and ``path/<role>/`` per role: the LoRA adapter
+(PEFT format) or, with ``use_lora=False``, the full model and tokenizer. ``TeamPolicy.load(path, **overrides)``
+rebuilds the same team (for example ``device="cuda"``, ``dtype="bfloat16"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import math
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = [
+    "Sample",
+    "SamplingConfig",
+    "TeamConfig",
+    "TeamPolicy",
+    "attach_role_adapters",
+    "parameter_bytes",
+]
+
+_DTYPES = ("float32", "bfloat16", "float16")
+_TEAM_FILE = "team.json"
+_TEAM_FORMAT = "joy_agents.team/1"
+
+
+@dataclass
+class SamplingConfig:
+    """How to sample completions: temperature (0 = greedy), nucleus ``top_p``, a cap on new tokens, stop texts."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+    stop: tuple[str, ...] = ("</answer>", "</tool_call>")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
+            raise TypeError(f"SamplingConfig.temperature must be a number, got {self.temperature!r}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ValueError(
+                f"SamplingConfig.temperature must be finite and >= 0 (0 = greedy), got {self.temperature!r}"
+            )
+        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)):
+            raise TypeError(f"SamplingConfig.top_p must be a number, got {self.top_p!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"SamplingConfig.top_p must be in (0, 1] (1 = no truncation), got {self.top_p!r}")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int):
+            raise TypeError(f"SamplingConfig.max_new_tokens must be an int, got {self.max_new_tokens!r}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"SamplingConfig.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if isinstance(self.stop, str):
+            raise TypeError(
+                f"SamplingConfig.stop must be a tuple of strings, got the string {self.stop!r}; "
+                f"write stop=({self.stop!r},)"
+            )
+        self.stop = tuple(self.stop)
+        for s in self.stop:
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"SamplingConfig.stop must hold non-empty strings, got {s!r} in {self.stop!r}")
+
+
+@dataclass
+class Sample:
+    """One sampled completion; ``prompt_ids + completion_ids`` are exactly the ids the model saw and produced."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: str
+
+
+@dataclass
+class TeamConfig:
+    """Which models the team uses: a shared base (``model``), per-role separate models, and the LoRA setup."""
+
+    model: str
+    roles: tuple[str, ...] = ("master", "qa", "ecommerce", "general", "math")
+    separate_models: dict[str, str] = field(default_factory=dict)
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: tuple[str, ...] = (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
+    use_lora: bool = True
+    dtype: str = "float32"
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"TeamConfig.model must be a model name or local path, got {self.model!r}")
+        if isinstance(self.roles, str):
+            raise TypeError(f"TeamConfig.roles must be a tuple of role names, got the string {self.roles!r}")
+        self.roles = tuple(self.roles)
+        if not self.roles:
+            raise ValueError("TeamConfig.roles is empty; give at least one role name")
+        for r in self.roles:
+            if not isinstance(r, str) or not r or "." in r or r.strip() != r:
+                raise ValueError(
+                    f"TeamConfig.roles: role names must be non-empty strings without '.' or surrounding spaces, "
+                    f"got {r!r}"
+                )
+        if len(set(self.roles)) != len(self.roles):
+            raise ValueError(f"TeamConfig.roles has duplicates: {self.roles!r}")
+        self.separate_models = dict(self.separate_models)
+        unknown = sorted(set(self.separate_models) - set(self.roles))
+        if unknown:
+            raise ValueError(
+                f"TeamConfig.separate_models names roles {unknown} that are not in roles {list(self.roles)}"
+            )
+        for role, path in self.separate_models.items():
+            if not isinstance(path, str) or not path:
+                raise ValueError(f"TeamConfig.separate_models[{role!r}] must be a model name or path, got {path!r}")
+        if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or self.lora_r < 1:
+            raise ValueError(f"TeamConfig.lora_r must be an int >= 1, got {self.lora_r!r}")
+        if not isinstance(self.lora_alpha, (int, float)) or self.lora_alpha <= 0:
+            raise ValueError(f"TeamConfig.lora_alpha must be > 0, got {self.lora_alpha!r}")
+        if not isinstance(self.lora_dropout, (int, float)) or not 0.0 <= self.lora_dropout < 1.0:
+            raise ValueError(f"TeamConfig.lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+        if isinstance(self.lora_target_modules, str):
+            raise TypeError(
+                f"TeamConfig.lora_target_modules must be a tuple of module names, got the string "
+                f"{self.lora_target_modules!r}"
+            )
+        self.lora_target_modules = tuple(self.lora_target_modules)
+        if not self.lora_target_modules:
+            raise ValueError("TeamConfig.lora_target_modules is empty; name the linear layers to adapt")
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"TeamConfig.dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as e:
+            raise ValueError(f"TeamConfig.device {self.device!r} is not a torch device ({e})") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (tuples become lists)."""
+        d = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def parameter_bytes(*modules: torch.nn.Module) -> int:
+    """Bytes of all parameters and buffers of ``modules``, each storage counted once (shared/tied weights once).
+
+    Tensors on the ``meta`` device have no storage; they are counted once per tensor object.
+    """
+    seen: set[Any] = set()
+    total = 0
+    for module in modules:
+        for t in list(module.parameters()) + list(module.buffers()):
+            if t.device.type == "meta":
+                key: Any = ("meta", id(t))
+                nbytes = t.numel() * t.element_size()
+            else:
+                storage = t.untyped_storage()
+                key = (t.device.type, t.device.index, storage.data_ptr())
+                nbytes = storage.nbytes()
+            if key not in seen:
+                seen.add(key)
+                total += nbytes
+    return total
+
+
+def _lora_config(config: TeamConfig) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(config.lora_target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+@contextlib.contextmanager
+def _quiet_peft() -> Iterator[None]:
+    """Hide a transformers deprecation warning that peft triggers (``is_gradient_checkpointing``)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
+def attach_role_adapters(model: torch.nn.Module, roles: Sequence[str], lora_config: Any) -> Any:
+    """Wrap ``model`` in one ``PeftModel`` holding one fresh LoRA adapter per role (first role active).
+
+    The base weights are not copied: every adapter sits on the same frozen base.
+    """
+    from peft import get_peft_model
+
+    if not roles:
+        raise ValueError("attach_role_adapters needs at least one role")
+    with _quiet_peft():
+        peft_model = get_peft_model(model, copy.deepcopy(lora_config), adapter_name=roles[0])
+        for role in roles[1:]:
+            peft_model.add_adapter(role, copy.deepcopy(lora_config))
+    peft_model.set_adapter(roles[0])
+    return peft_model
+
+
+def _role_lora_parameters(model: torch.nn.Module, role: str) -> list[torch.nn.Parameter]:
+    """The parameters of adapter ``role`` in every PEFT tuner layer of ``model``."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    params: list[torch.nn.Parameter] = []
+    seen: set[int] = set()
+    for module in model.modules():
+        if not isinstance(module, BaseTunerLayer):
+            continue
+        for name in module.adapter_layer_names:
+            container = getattr(module, name, None)
+            if container is None or role not in container:
+                continue
+            item = container[role]
+            found = [item] if isinstance(item, torch.nn.Parameter) else list(item.parameters())
+            for p in found:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+    return params
+
+
+def _hf_model(module: torch.nn.Module) -> Any:
+    """The underlying transformers model of a PeftModel (or the model itself)."""
+    from peft import PeftModel
+
+    return module.get_base_model() if isinstance(module, PeftModel) else module
+
+
+def _as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int]]:
+    if isinstance(seqs, torch.Tensor) or not isinstance(seqs, (list, tuple)):
+        raise TypeError(f"{name} must be a list of token id lists, got {type(seqs).__name__}")
+    out: list[list[int]] = []
+    for i, s in enumerate(seqs):
+        if isinstance(s, torch.Tensor):
+            s = s.tolist()
+        if not isinstance(s, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in s):
+            raise TypeError(f"{name}[{i}] must be a list of int token ids, got {s!r:.80}")
+        if not s and not allow_empty_items:
+            raise ValueError(f"{name}[{i}] is empty; every prompt needs at least one token")
+        out.append(list(s))
+    return out
+
+
+class _LogprobRecorder:
+    """Logits processor: records log_softmax(raw_logits / T) of each sampled token, applies temperature/top-p.
+
+    Called once per generation step with the RAW logits (it is the only processor). The token sampled at
+    step t is only known at step t+1 (last column of ``input_ids``), so the scaled logits of the previous step
+    are kept (one batch x vocab buffer) and ``finish`` gathers the last step from the returned sequences.
+    """
+
+    def __init__(self, temperature: float, top_p: float) -> None:
+        self.sampling = temperature > 0
+        self.temperature = temperature if self.sampling else 1.0
+        self.top_p = top_p
+        self._prev: torch.Tensor | None = None
+        self._prev_lse: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def _gather_prev(self, tokens: torch.Tensor) -> None:
+        assert self._prev is not None and self._prev_lse is not None
+        picked = self._prev.gather(1, tokens.view(-1, 1).to(self._prev.device)).squeeze(1)
+        self.steps.append(picked - self._prev_lse)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self._prev is not None:
+            self._gather_prev(input_ids[:, -1])
+        scaled = scores.float()
+        if self.temperature != 1.0:
+            scaled = scaled / self.temperature
+        self._prev = scaled
+        self._prev_lse = torch.logsumexp(scaled, dim=-1)
+        if not self.sampling:
+            return scores
+        if self.top_p < 1.0:
+            sorted_logits, order = torch.sort(scaled, dim=-1, descending=False)
+            cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+            drop_sorted = cum <= (1.0 - self.top_p)
+            drop_sorted[:, -1] = False  # the most likely token always stays
+            drop = drop_sorted.scatter(1, order, drop_sorted)
+            return scaled.masked_fill(drop, float("-inf"))
+        return scaled
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """(rows, steps) log-probs of ``new_tokens`` (the generated columns)."""
+        n = new_tokens.shape[1]
+        if n == 0:
+            return torch.zeros(new_tokens.shape[0], 0)
+        if len(self.steps) == n - 1:
+            self._gather_prev(new_tokens[:, -1])
+        if len(self.steps) != n:
+            raise RuntimeError(
+                f"internal error: recorded {len(self.steps)} log-prob steps for {n} generated tokens; another "
+                "logits processor or a generation mode with several tokens per step (assisted decoding) was used"
+            )
+        self._prev = self._prev_lse = None
+        return torch.stack(self.steps, dim=1)
+
+
+class _StopCriterion:
+    """Per-row stop detection: EOS / single-token stops by id, every stop string in the decoded tail.
+
+    Records ``stop_len[row]``: number of generated tokens when the row stopped (-1 while running).
+    Only rows still running are decoded, and only their last few tokens.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        stop_ids: list[int],
+        stop_strings: tuple[str, ...],
+        prompt_len: int,
+        rows: int,
+        device: torch.device,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
+        self.stop_strings = stop_strings
+        self.prompt_len = prompt_len
+        # a stop string of b bytes is covered by at most b tokens; one more for a token that starts before it
+        self.tail = max((len(s.encode("utf-8")) for s in stop_strings), default=0) + 1
+        self.done = torch.zeros(rows, dtype=torch.bool, device=device)
+        self.stop_len = torch.full((rows,), -1, dtype=torch.long, device=device)
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any = None, **kwargs: Any) -> torch.Tensor:
+        length = input_ids.shape[1]
+        n_new = length - self.prompt_len
+        if self.stop_ids.numel():
+            hit = torch.isin(input_ids[:, -1], self.stop_ids) & ~self.done
+        else:
+            hit = torch.zeros_like(self.done)
+        if self.stop_strings:
+            running = (~self.done & ~hit).nonzero().flatten()
+            if running.numel():
+                start = max(self.prompt_len, length - self.tail)
+                tails = self.tokenizer.batch_decode(
+                    input_ids[running, start:].tolist(),
+                    skip_special_tokens=False,
+                    clean_up_tokenization_spaces=False,
+                )
+                found = [i for i, text in enumerate(tails) if any(s in text for s in self.stop_strings)]
+                if found:
+                    hit[running[found]] = True
+        self.stop_len[hit] = n_new
+        self.done |= hit
+        return self.done.clone()
+
+
+class TeamPolicy:
+    """The team's LLM policies: one adapter (or model) per role, batched sampling and teacher-forced log-probs."""
+
+    def __init__(self, config: TeamConfig, adapters_dir: str | None = None) -> None:
+        if not isinstance(config, TeamConfig):
+            raise TypeError(f"TeamPolicy needs a TeamConfig, got {type(config).__name__}")
+        from transformers import AutoModelForCausalLM
+
+        self.config = config
+        self.adapters_dir = adapters_dir
+        self._torch_dtype = getattr(torch, config.dtype)
+        self.device = torch.device(config.device)
+        if adapters_dir is not None and not os.path.isdir(adapters_dir):
+            raise FileNotFoundError(f"adapters_dir {adapters_dir!r} is not a directory (expected <dir>/<role>/)")
+
+        self.tokenizer = self._load_tokenizer(config.model)
+        self._tokenizers: dict[str, Any] = {}
+        self._models: dict[str, torch.nn.Module] = {}
+        self._shared: Any = None  # PeftModel holding the shared roles' adapters (use_lora only)
+        self._shared_roles = tuple(r for r in config.roles if r not in config.separate_models)
+
+        def load(path: str) -> torch.nn.Module:
+            m = AutoModelForCausalLM.from_pretrained(path, dtype=self._torch_dtype)
+            return m.to(self.device).eval()
+
+        def saved(role: str) -> str | None:
+            if adapters_dir is None:
+                return None
+            d = os.path.join(adapters_dir, role)
+            if not os.path.isdir(d):
+                raise FileNotFoundError(
+                    f"no saved weights for role {role!r}: {d!r} does not exist (found "
+                    f"{sorted(os.listdir(adapters_dir))}); save the team with TeamPolicy.save or drop adapters_dir"
+                )
+            return d
+
+        for role in config.roles:
+            self._tokenizers[role] = self.tokenizer
+        for role, path in config.separate_models.items():
+            self._tokenizers[role] = self._separate_tokenizer(path)
+
+        if config.use_lora:
+            if self._shared_roles:
+                base = load(config.model)
+                self._shared = self._wrap(base, self._shared_roles, saved)
+                for role in self._shared_roles:
+                    self._models[role] = self._shared
+            for role, path in config.separate_models.items():
+                self._models[role] = self._wrap(load(path), (role,), saved)
+        else:
+            first: torch.nn.Module | None = None
+            for role in config.roles:
+                d = saved(role)
+                if d is not None:
+                    m = load(d)
+                elif role in config.separate_models:
+                    m = load(config.separate_models[role])
+                elif first is None:
+                    m = first = load(config.model)
+                else:
+                    m = copy.deepcopy(first)
+                m.requires_grad_(True)
+                self._models[role] = m
+
+        self._lora_params: dict[str, list[torch.nn.Parameter]] = {}
+        if config.use_lora:
+            for role in config.roles:
+                params = _role_lora_parameters(self._models[role], role)
+                if not params:
+                    raise ValueError(
+                        f"role {role!r} got no LoRA parameters: none of lora_target_modules "
+                        f"{list(config.lora_target_modules)} matched the model's layers; set "
+                        "TeamConfig.lora_target_modules to the names of its linear layers"
+                    )
+                self._lora_params[role] = params
+            self._enable_all_lora_grads()
+
+    # ------------------------------------------------------------------ loading helpers
+    @staticmethod
+    def _load_tokenizer(path: str) -> Any:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(path)
+        if tok.pad_token_id is None:
+            if tok.eos_token_id is None:
+                raise ValueError(f"tokenizer of {path!r} has neither a pad nor an eos token; set one and save it")
+            tok.pad_token = tok.eos_token
+        return tok
+
+    def _separate_tokenizer(self, path: str) -> Any:
+        has_files = any(
+            os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+        )
+        if os.path.isdir(path) and not has_files:
+            return self.tokenizer
+        return self._load_tokenizer(path)
+
+    def _wrap(self, model: torch.nn.Module, roles: Sequence[str], saved: Any) -> Any:
+        """LoRA adapters for ``roles`` on ``model``: saved ones from adapters_dir, else fresh."""
+        dirs = [saved(r) for r in roles]
+        if dirs[0] is None:
+            peft_model = attach_role_adapters(model, roles, _lora_config(self.config))
+        else:
+            from peft import PeftModel
+
+            with _quiet_peft():
+                peft_model = PeftModel.from_pretrained(model, dirs[0], adapter_name=roles[0], is_trainable=True)
+                for role, d in zip(roles[1:], dirs[1:], strict=True):
+                    peft_model.load_adapter(d, adapter_name=role, is_trainable=True)
+            peft_model.set_adapter(roles[0])
+        return peft_model.to(self.device).eval()
+
+    def _enable_all_lora_grads(self) -> None:
+        for params in self._lora_params.values():
+            for p in params:
+                p.requires_grad_(True)
+
+    # ------------------------------------------------------------------ roles
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.config.roles
+
+    def _check_role(self, role: str) -> None:
+        if role not in self._models:
+            raise KeyError(f"unknown role {role!r}; this team has roles {list(self.config.roles)}")
+
+    def tokenizer_for(self, role: str) -> Any:
+        """The tokenizer of ``role`` (the shared one unless the role's separate model ships its own)."""
+        self._check_role(role)
+        return self._tokenizers[role]
+
+    def model_for(self, role: str) -> torch.nn.Module:
+        """The module that runs ``role``. Shared-base roles return the SAME PeftModel: activate the role first
+        (``use_role``) before calling it directly."""
+        self._check_role(role)
+        return self._models[role]
+
+    def _activate(self, role: str) -> torch.nn.Module:
+        self._check_role(role)
+        model = self._models[role]
+        if model is self._shared and self._shared.active_adapter != role:
+            self._shared.set_adapter(role)
+            self._enable_all_lora_grads()  # peft freezes inactive adapters; keep every role trainable
+        return model
+
+    @contextlib.contextmanager
+    def use_role(self, role: str) -> Iterator[torch.nn.Module]:
+        """Context manager: the role's adapter is active inside; yields its module; restores the previous one."""
+        self._check_role(role)
+        previous = self._shared.active_adapter if self._shared is not None else None
+        try:
+            yield self._activate(role)
+        finally:
+            if previous is not None:
+                self._activate(previous)
+
+    def trainable_parameters(self, role: str) -> list[torch.nn.Parameter]:
+        """Only ``role``'s trainable parameters: its LoRA weights, or its whole model without LoRA."""
+        self._check_role(role)
+        if self.config.use_lora:
+            return list(self._lora_params[role])
+        return list(self._models[role].parameters())
+
+    def parameter_bytes(self) -> int:
+        """Bytes held by all the team's parameters and buffers, shared storage counted once."""
+        return parameter_bytes(*{id(m): m for m in self._models.values()}.values())
+
+    # ------------------------------------------------------------------ prompts
+    def encode_prompt(self, role: str, messages: list[dict], tools: list[dict] | None) -> list[int]:
+        """Token ids of the chat ``messages`` (+ ``tools`` schemas) with the assistant generation prompt."""
+        tok = self.tokenizer_for(role)
+        if getattr(tok, "chat_template", None) is None:
+            raise ValueError(f"the tokenizer of role {role!r} has no chat_template; use an instruct model's tokenizer")
+        out = tok.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        if isinstance(out, dict) or hasattr(out, "input_ids"):
+            out = out["input_ids"]
+        if isinstance(out, torch.Tensor):
+            out = out.tolist()
+        return [int(t) for t in out]
+
+    # ------------------------------------------------------------------ ids
+    def _eos_ids(self, role: str) -> list[int]:
+        ids: set[int] = set()
+        tok = self._tokenizers[role]
+        if tok.eos_token_id is not None:
+            ids.add(int(tok.eos_token_id))
+        gen_eos = getattr(_hf_model(self._models[role]).generation_config, "eos_token_id", None)
+        if gen_eos is not None:
+            ids.update(int(t) for t in ([gen_eos] if isinstance(gen_eos, int) else gen_eos))
+        return sorted(ids)
+
+    def _left_pad(self, seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            if s:
+                ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+                mask[i, width - len(s) :] = 1
+        position_ids = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+        return ids.to(self.device), mask.to(self.device), position_ids.to(self.device)
+
+    def _check_ids(self, role: str, seqs: list[list[int]], extra: int = 0) -> None:
+        cfg = _hf_model(self._models[role]).config
+        vocab = int(self._models[role].get_input_embeddings().num_embeddings)
+        top = max((max(s) for s in seqs if s), default=0)
+        low = min((min(s) for s in seqs if s), default=0)
+        if top >= vocab or low < 0:
+            raise ValueError(f"token id out of range [0, {vocab}) for role {role!r}: saw {low}..{top}")
+        limit = getattr(cfg, "max_position_embeddings", None)
+        longest = max(len(s) for s in seqs) + extra
+        if limit is not None and longest > limit:
+            raise ValueError(
+                f"sequence of {longest} tokens (longest prompt + max_new_tokens) exceeds the model's "
+                f"max_position_embeddings={limit} for role {role!r}; shorten the prompt or lower max_new_tokens"
+            )
+
+    # ------------------------------------------------------------------ sampling
+    def generate(
+        self, role: str, prompts: list[list[int]], config: SamplingConfig, num_samples: int = 1
+    ) -> list[list[Sample]]:
+        """Sample ``num_samples`` completions of every prompt with ``role``'s policy in ONE generate call."""
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        self._check_role(role)
+        if not isinstance(config, SamplingConfig):
+            raise TypeError(f"config must be a SamplingConfig, got {type(config).__name__}")
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+        prompts = _as_id_lists("prompts", prompts, allow_empty_items=False)
+        if not prompts:
+            return []
+        self._check_ids(role, prompts, extra=config.max_new_tokens)
+
+        model = self._activate(role)
+        hf = _hf_model(model)
+        tok = self._tokenizers[role]
+        eos_ids = self._eos_ids(role)
+        pad_id = int(tok.pad_token_id)
+        stop_token_ids = []
+        for s in config.stop:
+            enc = tok.encode(s, add_special_tokens=False)
+            if len(enc) == 1:
+                stop_token_ids.append(int(enc[0]))
+        end_ids = sorted(set(eos_ids) | set(stop_token_ids))
+
+        rows = [p for p in prompts for _ in range(num_samples)]
+        input_ids, attention_mask, _ = self._left_pad(rows, pad_id)
+        prompt_len = input_ids.shape[1]
+        recorder = _LogprobRecorder(config.temperature, config.top_p)
+        criterion = _StopCriterion(tok, end_ids, config.stop, prompt_len, len(rows), input_ids.device)
+        sampling = config.temperature > 0
+        gen_kwargs: dict[str, Any] = dict(
+            max_new_tokens=config.max_new_tokens,
+            do_sample=sampling,
+            num_beams=1,
+            use_cache=True,
+            eos_token_id=end_ids or None,
+            pad_token_id=pad_id,
+            return_dict_in_generate=False,
+        )
+        if sampling:  # temperature / top-p are applied by the recorder; disable the library's warpers
+            gen_kwargs.update(temperature=1.0, top_k=0, top_p=1.0)
+        gen_config = GenerationConfig(**gen_kwargs)
+
+        saved_config, was_training = hf.generation_config, model.training
+        # the model's own generation_config may carry sampling defaults (top_k, repetition_penalty, ...) that
+        # generate() would merge into ours; swap in an empty one so only SamplingConfig decides
+        hf.generation_config = GenerationConfig(eos_token_id=end_ids or None, pad_token_id=pad_id)
+        try:
+            model.eval()
+            with torch.no_grad():
+                sequences = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    generation_config=gen_config,
+                    logits_processor=LogitsProcessorList([recorder]),
+                    stopping_criteria=StoppingCriteriaList([criterion]),
+                )
+        finally:
+            hf.generation_config = saved_config
+            model.train(was_training)
+
+        new_tokens = sequences[:, prompt_len:]
+        logprobs = recorder.finish(new_tokens).cpu()
+        steps = new_tokens.shape[1]
+        stop_len = criterion.stop_len.cpu()
+        lengths = torch.where(stop_len >= 0, stop_len, torch.full_like(stop_len, steps)).tolist()
+        stopped = (stop_len >= 0).tolist()
+        tokens = new_tokens.cpu().tolist()
+        lp_rows = logprobs.tolist()
+        completions = [tokens[r][: lengths[r]] for r in range(len(rows))]
+        hidden = set(eos_ids) | {pad_id}
+        texts = tok.batch_decode(
+            [[t for t in c if t not in hidden] for c in completions],
+            skip_special_tokens=False,
+            clean_up_tokenization_spaces=False,
+        )
+        out: list[list[Sample]] = []
+        for i, prompt in enumerate(prompts):
+            group = []
+            for j in range(num_samples):
+                r = i * num_samples + j
+                group.append(
+                    Sample(
+                        prompt_ids=list(prompt),
+                        completion_ids=completions[r],
+                        logprobs=lp_rows[r][: lengths[r]],
+                        text=texts[r],
+                        finish_reason="stop" if stopped[r] else "length",
+                    )
+                )
+            out.append(group)
+        return out
+
+    # ------------------------------------------------------------------ teacher forcing
+    def logprobs(
+        self,
+        role: str,
+        prompt_ids: list[list[int]],
+        completion_ids: list[list[int]],
+        temperature: float = 1.0,
+    ) -> list[torch.Tensor]:
+        """Teacher-forced log-probs ``log_softmax(logits / temperature)`` of each completion token (batched).
+
+        Returns one 1-D float32 tensor per row (length of its completion), with grad when grad is enabled.
+        ``temperature == 0`` means 1 (as in ``Sample.logprobs`` of greedy samples).
+        """
+        self._check_role(role)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
+            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+        prompts = _as_id_lists("prompt_ids", prompt_ids, allow_empty_items=False)
+        completions = _as_id_lists("completion_ids", completion_ids, allow_empty_items=True)
+        if len(prompts) != len(completions):
+            raise ValueError(
+                f"prompt_ids has {len(prompts)} rows but completion_ids has {len(completions)}; give one "
+                "completion per prompt"
+            )
+        if not prompts:
+            return []
+        temp = float(temperature) if temperature > 0 else 1.0
+        longest = max(len(c) for c in completions)
+        if longest == 0:
+            return [torch.zeros(0, device=self.device) for _ in prompts]
+        seqs = [p + c for p, c in zip(prompts, completions, strict=True)]
+        self._check_ids(role, seqs)
+        model = self._activate(role)
+        pad_id = int(self._tokenizers[role].pad_token_id)
+        ids, mask, pos = self._left_pad(seqs, pad_id)
+        width = ids.shape[1]
+        # rows are right-aligned: the logits predicting the last `longest` tokens sit at columns
+        # width-longest-1 .. width-2, the same for every row; only those are projected to the vocabulary
+        keep = torch.arange(width - longest - 1, width - 1, device=ids.device)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep, use_cache=False)
+        logits = out.logits.float()
+        if temp != 1.0:
+            logits = logits / temp
+        targets = ids[:, width - longest :]
+        picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        return [picked[i, longest - len(c) :] for i, c in enumerate(completions)]
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str) -> None:
+        """Write ``team.json`` and one directory per role (LoRA adapter, or full model + tokenizer)."""
+        os.makedirs(path, exist_ok=True)
+        for role in self.config.roles:
+            d = os.path.join(path, role)
+            os.makedirs(d, exist_ok=True)
+            model = self._models[role]
+            if self.config.use_lora:
+                self._save_adapter(model, role, d)
+            else:
+                model.save_pretrained(d)
+                self._tokenizers[role].save_pretrained(d)
+        cfg = self.config.to_dict()
+        if os.path.isdir(cfg["model"]):
+            cfg["model"] = os.path.abspath(cfg["model"])
+        cfg["separate_models"] = {
+            r: os.path.abspath(p) if os.path.isdir(p) else p for r, p in cfg["separate_models"].items()
+        }
+        with open(os.path.join(path, _TEAM_FILE), "w", encoding="utf-8") as f:
+            json.dump({"format": _TEAM_FORMAT, "config": cfg}, f, indent=2, sort_keys=True)
+
+    @staticmethod
+    def _save_adapter(peft_model: Any, role: str, directory: str) -> None:
+        from peft import get_peft_model_state_dict
+        from safetensors.torch import save_file
+
+        state = get_peft_model_state_dict(peft_model, adapter_name=role)
+        state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+        save_file(state, os.path.join(directory, "adapter_model.safetensors"), metadata={"format": "pt"})
+        peft_model.peft_config[role].save_pretrained(directory)
+
+    @classmethod
+    def load(cls, path: str, **overrides: Any) -> TeamPolicy:
+        """Rebuild a team written by ``save``; ``overrides`` replace TeamConfig fields (e.g. ``device="cuda"``)."""
+        file = os.path.join(path, _TEAM_FILE)
+        if not os.path.isfile(file):
+            raise FileNotFoundError(f"{file!r} not found; {path!r} is not a directory written by TeamPolicy.save")
+        with open(file, encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("format") != _TEAM_FORMAT:
+            raise ValueError(f"{file!r} has format {data.get('format')!r}, expected {_TEAM_FORMAT!r}")
+        fields = {f.name for f in dataclasses.fields(TeamConfig)}
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            raise TypeError(f"unknown TeamConfig fields {unknown}; valid fields: {sorted(fields)}")
+        config = TeamConfig(**{**data["config"], **overrides})
+        return cls(config, adapters_dir=path)
