@@ -1,9 +1,45 @@
-"""joy_agents: LLM policies for the JoyAgents team (one per role), prompts and memory.
+"""joy_agents: LLM policies for the JoyAgents team (one per role), the rollout engine, the embedded tiny
+model and the SFT data.
 
-This package is filled by the policy work; for now it exposes the scripted expert policy of the
-environment under the policy interface ``policy(env) -> str``.
+================================  ==========================================================================
+``TeamPolicy`` / ``TeamConfig``   one policy per role: a shared base with one LoRA adapter per role, or
+                                  separate models; batched sampling with token ids and log-probs
+                                  (:mod:`joy_agents.policy`)
+``SamplingConfig`` / ``Sample``   sampling settings and one sampled completion
+``RolloutEngine``                 many episodes at once, one ``generate`` per role per step, env snapshots
+                                  per node (:mod:`joy_agents.rollout`)
+``build_tiny_model``              the embedded tiny Qwen2 model and its BPE tokenizer, built offline and
+                                  cached (:mod:`joy_agents.tiny`)
+``expert_policy``                 the environment's scripted expert, ``policy(env) -> str``
+================================  ==========================================================================
+
+Names are imported lazily, so ``import joy_agents`` does not load torch.
 """
 
-from joy_env.expert import expert_action as expert_policy
+from __future__ import annotations
 
-__all__ = ["expert_policy"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "TeamPolicy": "joy_agents.policy",
+    "TeamConfig": "joy_agents.policy",
+    "SamplingConfig": "joy_agents.policy",
+    "Sample": "joy_agents.policy",
+    "RolloutEngine": "joy_agents.rollout",
+    "RolloutConfig": "joy_agents.rollout",
+    "Trajectory": "joy_agents.rollout",
+    "Node": "joy_agents.rollout",
+    "summarize": "joy_agents.rollout",
+    "build_tiny_model": "joy_agents.tiny",
+    "expert_policy": "joy_env.expert",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'joy_agents' has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name])
+    return getattr(module, "expert_action" if name == "expert_policy" else name)

@@ -1,0 +1,125 @@
+"""SFT data from the environment's expert: one chat dataset per role, and the RL task split.
+
+Every agent turn of an expert episode becomes one example for the role that acted: the conversation
+that role saw (``messages``, with its ``tools``) as the prompt and the expert's text as the completion.
+The master's examples mix single-sub-agent and collaborative routing as ``joy/mixed-v0`` does (about
+10:3, the paper's master data); sub-agents learn tool calls, tool results and answers.
+
+The train split is cut in two with :func:`split_train_tasks`: SFT uses per-agent labels of one part;
+the other part is kept for RL, where only the query and the final answer are used (as in the paper).
+
+``tokenize_example`` builds ``input_ids`` and ``labels`` (-100 on the prompt: assistant-only loss). The
+completion is the expert text followed by the tokenizer's end-of-turn token, tokenised on its own, so
+``prompt_ids + completion_ids`` is exactly what the policy sees and produces at rollout time.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import joy_env
+from joy_env.expert import expert_action
+
+
+@dataclass(frozen=True)
+class Example:
+    """One supervised turn: what ``role`` saw and what the expert wrote."""
+
+    role: str
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...]
+    completion: str
+    task_id: str
+    domain: str
+
+
+def split_train_tasks(num_tasks: int, rl_fraction: float = 0.5, seed: int = 0) -> tuple[list[int], list[int]]:
+    """Partition train task indices into (SFT indices, RL indices), deterministically.
+
+    Args:
+        num_tasks: number of train tasks of the env.
+        rl_fraction: share kept for RL (no per-agent labels are read from those tasks).
+        seed: shuffling seed.
+    """
+    if not 0.0 <= rl_fraction < 1.0:
+        raise ValueError(f"rl_fraction must be in [0, 1), got {rl_fraction!r}")
+    order = list(range(num_tasks))
+    random.Random(f"sft-rl-split/{seed}").shuffle(order)
+    n_rl = int(round(num_tasks * rl_fraction))
+    return sorted(order[n_rl:]), sorted(order[:n_rl])
+
+
+def expert_examples(env: Any, task_indices: Iterable[int]) -> list[Example]:
+    """Play the expert on ``task_indices`` of ``env`` and return one :class:`Example` per agent turn."""
+    out: list[Example] = []
+    for index in task_indices:
+        env.reset(options={"task_index": int(index)})
+        for agent in env.agent_iter():
+            _, _, term, trunc, info = env.last(observe=False)
+            if term or trunc:
+                env.step(None)
+                continue
+            action = expert_action(env)
+            out.append(
+                Example(
+                    role=agent,
+                    messages=tuple(info["messages"]),
+                    tools=tuple(info["tools"]),
+                    completion=action,
+                    task_id=env.task.task_id,
+                    domain=env.task.domain,
+                )
+            )
+            env.step(action)
+        result = env.episode_breakdown
+        if not result["success"]:
+            raise RuntimeError(f"the expert failed task {result['task_id']}: {result['accuracy']}")
+    return out
+
+
+def by_role(examples: Sequence[Example], roles: Sequence[str]) -> dict[str, list[Example]]:
+    """Group examples by role (every role in ``roles`` gets a list, maybe empty)."""
+    out: dict[str, list[Example]] = {r: [] for r in roles}
+    for ex in examples:
+        out.setdefault(ex.role, []).append(ex)
+    return out
+
+
+def build_sft_examples(
+    env_id: str = "joy/mixed-v0", num_tasks: int = 1000, rl_fraction: float = 0.5, seed: int = 0
+) -> dict[str, list[Example]]:
+    """Expert examples per role from the SFT part of the train split (the first ``num_tasks`` of it)."""
+    env = joy_env.make(env_id, split="train", seed=seed)
+    sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
+    return by_role(expert_examples(env, sft_indices[:num_tasks]), env.possible_agents)
+
+
+def end_of_turn(tokenizer: Any) -> str:
+    """The text that ends an assistant turn in the chat template (``<|im_end|>`` for Qwen-style)."""
+    return tokenizer.eos_token or ""
+
+
+def tokenize_example(tokenizer: Any, example: Example, max_length: int | None = None) -> dict[str, list[int]]:
+    """``input_ids`` and ``labels`` (prompt masked with -100) of one example.
+
+    The prompt is the chat template with ``add_generation_prompt=True``; the completion (expert text plus
+    the end-of-turn token) is tokenised separately and appended, exactly as generation would produce it.
+    With ``max_length``, the prompt is cut from the left so the completion always fits.
+    """
+    prompt_ids = tokenizer.apply_chat_template(
+        list(example.messages), tools=list(example.tools) or None, add_generation_prompt=True, tokenize=True
+    )
+    if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "keys"):
+        prompt_ids = prompt_ids["input_ids"]
+    completion_ids = tokenizer(example.completion + end_of_turn(tokenizer), add_special_tokens=False)["input_ids"]
+    if max_length is not None and len(prompt_ids) + len(completion_ids) > max_length:
+        keep = max(0, max_length - len(completion_ids))
+        prompt_ids = prompt_ids[len(prompt_ids) - keep :] if keep else []
+        completion_ids = completion_ids[:max_length]
+    return {
+        "input_ids": list(prompt_ids) + list(completion_ids),
+        "labels": [-100] * len(prompt_ids) + list(completion_ids),
+    }

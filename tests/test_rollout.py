@@ -1,0 +1,82 @@
+"""The rollout engine: batched per-role generation over many episodes, nodes, snapshots, metrics."""
+
+import pytest
+
+import joy_env
+from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
+
+
+@pytest.fixture(scope="module")
+def team(tiny_dir):
+    return TeamPolicy(TeamConfig(model=str(tiny_dir)))
+
+
+def _engine(team, **kw):
+    config = RolloutConfig(
+        sampling=SamplingConfig(temperature=1.0, max_new_tokens=8, stop=("</answer>",)),
+        max_cycles=4,
+        max_prompt_tokens=192,
+        **kw,
+    )
+    return RolloutEngine(team, "joy/mixed-v0", "validation", 0, config, progress=False)
+
+
+def test_one_generate_call_per_role_per_step(team, monkeypatch):
+    calls = []
+    original = team.generate
+
+    def spy(role, prompts, config, num_samples=1):
+        calls.append((role, len(prompts)))
+        return original(role, prompts, config, num_samples)
+
+    monkeypatch.setattr(team, "generate", spy)
+    trajectories = _engine(team).run(list(range(4)))
+    assert len(trajectories) == 4
+    # every step batches all pending master turns of the four episodes into one call
+    assert calls[0] == ("master", 4)
+    total_turns = sum(len(t.nodes) for t in trajectories)
+    assert sum(n for _, n in calls) == total_turns
+    steps = 4  # max_cycles: every episode here is truncated or ends within 4 turns
+    assert len(calls) <= steps * len(team.roles)
+
+
+def test_nodes_hold_ids_logprobs_and_rewards(team):
+    trajectories = _engine(team).run([0, 1])
+    for t in trajectories:
+        assert len(t.nodes) == t.result["turns"] and t.nodes
+        for node in t.nodes:
+            assert node.role in team.roles
+            assert len(node.completion_ids) == len(node.logprobs) > 0
+            assert all(lp <= 0 for lp in node.logprobs)
+            assert node.prompt_ids and node.reward == t.reward
+            assert node.breakdown["agent"] == node.role
+    metrics = summarize(trajectories)
+    assert metrics["episodes"] == 2 and 0 <= metrics["success_rate"] <= 1
+    assert metrics["generated_tokens"] == sum(t.generated_tokens for t in trajectories)
+    assert sum(d["n"] for d in metrics["per_domain"].values()) == 2
+
+
+def test_branching_from_a_node_snapshot_replays_the_episode(team):
+    engine = _engine(team, keep_snapshots=True)
+    first = engine.run([5])[0]
+    node = first.nodes[-1]
+    assert node.snapshot is not None
+    env = joy_env.make("joy/mixed-v0", split="validation", max_cycles=4)
+    env.restore(node.snapshot)
+    env.step(node.text)
+    while env.agents:  # the episode ends on that node (last node) or the dead agents step out
+        _, _, term, trunc, _ = env.last(observe=False)
+        assert term or trunc
+        env.step(None)
+    assert env.episode_breakdown["R"] == first.reward
+
+
+def test_starts_from_snapshots_and_greedy_is_deterministic(team):
+    engine = _engine(team, keep_snapshots=True)
+    greedy = SamplingConfig(temperature=0.0, max_new_tokens=6, stop=("</answer>",))
+    a = engine.run([3], sampling=greedy)
+    b = engine.run([3], sampling=greedy)
+    assert [n.completion_ids for n in a[0].nodes] == [n.completion_ids for n in b[0].nodes]
+    c = engine.run([a[0].nodes[0].snapshot], sampling=greedy)  # branch from the first node
+    assert [n.completion_ids for n in c[0].nodes] == [n.completion_ids for n in a[0].nodes]

@@ -1,0 +1,28 @@
+"""Expert SFT data: examples per role, the SFT / RL task split."""
+
+import joy_env
+from joy_agents.sft_data import by_role, expert_examples, split_train_tasks
+
+
+def test_split_train_tasks_is_a_deterministic_partition():
+    sft, rl = split_train_tasks(1000, 0.3, seed=1)
+    assert len(rl) == 300 and len(sft) == 700
+    assert not set(sft) & set(rl) and set(sft) | set(rl) == set(range(1000))
+    assert split_train_tasks(1000, 0.3, seed=1) == (sft, rl)
+    assert split_train_tasks(1000, 0.3, seed=2) != (sft, rl)
+
+
+def test_expert_examples_cover_every_turn_and_role():
+    env = joy_env.make("joy/mixed-v0", split="train")
+    examples = expert_examples(env, range(26))
+    roles = by_role(examples, env.possible_agents)
+    assert set(roles) == set(env.possible_agents) and all(roles[r] for r in env.possible_agents)
+    for ex in examples:
+        assert ex.messages[0]["role"] == "system" and ex.messages[-1]["role"] in ("user", "tool")
+        assert ex.completion.startswith(("<tool_call>", "<answer>"))
+        assert ex.tools
+    # the master's examples: one call_agent turn per sub-agent call, plus the final answer
+    tasks = [env.get_task(i) for i in range(26)]
+    assert len(roles["master"]) == sum(len(t.route) + 1 for t in tasks)
+    collab = [t for t in tasks if t.domain == "collaborative"]
+    assert len(collab) == 6  # 26 tasks = 2 blocks of 10 single + 3 collaborative
