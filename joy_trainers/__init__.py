@@ -1,8 +1,12 @@
 """joy_trainers: trainer plugins (``sft``, ``mappo``, ``grpo``, ``joyagents_grpo``) on Accelerate.
 
-The registry maps trainer names to ``"module:Class"`` strings; it is filled as the trainers land.
+``TRAINERS`` maps a trainer name to ``"module:Class"``; the class has ``config_class`` (a dataclass
+with ``from_dict``), ``presets`` (name -> dict of config values) and ``train() -> results dict``.
+Run one with ``joy-train --trainer NAME --preset tiny`` (see :mod:`joy_trainers.cli`).
 """
 
-TRAINERS: dict[str, str] = {}
+TRAINERS: dict[str, str] = {
+    "sft": "joy_trainers.sft:SFTTrainer",
+}
 
 __all__ = ["TRAINERS"]

@@ -1,0 +1,129 @@
+"""Command line: ``joy-train`` and ``joy-eval``.
+
+    joy-train --trainer sft --preset tiny                  # build the tiny model, train, evaluate
+    joy-train --trainer sft --config examples/configs/sft_qwen2.5-3b.yaml --output-dir runs/qwen
+    joy-train --trainer sft --preset tiny --set eval_tasks=50 --set seed=1
+    joy-eval runs/sft-20261202-101500 --split test --tasks 200
+
+A run directory (default ``runs/<trainer>-<timestamp>``) receives ``results.json``, ``results.md``,
+``training.png``, ``logs.json`` and the trained team (``team/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from joy_trainers import TRAINERS
+
+
+def load_trainer(name: str) -> type:
+    """The trainer class registered under ``name``."""
+    if name not in TRAINERS:
+        raise SystemExit(f"unknown trainer {name!r}; installed trainers: {', '.join(sorted(TRAINERS))}")
+    module, _, attr = TRAINERS[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def build_config(trainer: type, preset: str | None, config_file: str | None, overrides: list[str]) -> Any:
+    """Preset values, then the YAML file, then ``--set key=value`` overrides."""
+    values: dict[str, Any] = {}
+    if preset:
+        presets = getattr(trainer, "presets", {})
+        if preset not in presets:
+            raise SystemExit(f"unknown preset {preset!r} for {trainer.name}; presets: {', '.join(presets) or 'none'}")
+        values.update(presets[preset])
+    if config_file:
+        import yaml
+
+        with open(config_file) as f:
+            loaded = yaml.safe_load(f) or {}
+        if not isinstance(loaded, dict):
+            raise SystemExit(f"{config_file}: expected a mapping of option: value, got {type(loaded).__name__}")
+        values.update(loaded)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects key=value, got {item!r}")
+        values[key.strip()] = _parse_value(raw)
+    try:
+        return trainer.config_class.from_dict(values)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"invalid configuration: {exc}") from None
+
+
+def train_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="joy-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trainer", required=True, help=f"one of: {', '.join(sorted(TRAINERS))}")
+    parser.add_argument("--preset", help="named configuration, e.g. tiny")
+    parser.add_argument("--config", help="YAML file of configuration values")
+    parser.add_argument("--output-dir", help="run directory (default runs/<trainer>-<timestamp>)")
+    parser.add_argument("--seed", type=int, help="seed (overrides the preset / config)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one option")
+    args = parser.parse_args(argv)
+    trainer_cls = load_trainer(args.trainer)
+    overrides = list(args.set)
+    if args.output_dir:
+        overrides.append(f"output_dir={json.dumps(args.output_dir)}")
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    config = build_config(trainer_cls, args.preset, args.config, overrides)
+    trainer = trainer_cls(config)
+    results = trainer.train()
+    run_dir = getattr(trainer, "run_dir", None)
+    print(
+        json.dumps({k: results[k] for k in ("trainer", "env_id", "split", "wall_s", "metrics")}, indent=2, default=str)
+    )
+    if run_dir:
+        print(f"run directory: {run_dir}")
+
+
+def eval_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="joy-eval", description="Evaluate a saved team on a split.")
+    parser.add_argument("run_dir", help="a run directory written by joy-train (holds team/ and results.json)")
+    parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default: as in the run)")
+    parser.add_argument("--env", default=None, help="env id (default: the run's)")
+    args = parser.parse_args(argv)
+    from joy_agents.policy import TeamPolicy
+    from joy_trainers.sft import evaluate_team
+
+    run = Path(args.run_dir)
+    if not (run / "team").is_dir():
+        raise SystemExit(f"{run} has no team/ directory; pass a run directory written by joy-train")
+    saved = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
+    cfg = saved.get("config", {})
+    env_id = args.env or saved.get("env_id", "joy/mixed-v0")
+    tasks = args.tasks or cfg.get("eval_tasks") or 200
+    team = TeamPolicy.load(str(run / "team"))
+    metrics = evaluate_team(
+        team,
+        env_id,
+        args.split,
+        tasks,
+        cfg.get("seed", 0),
+        cfg.get("eval_max_new_tokens", 160),
+        cfg.get("eval_max_cycles", 16),
+        max(16, cfg.get("max_length", 3168) - cfg.get("eval_max_new_tokens", 160)),
+    )
+    out = run / f"eval-{args.split}.json"
+    out.write_text(json.dumps({"env_id": env_id, "split": args.split, "metrics": metrics}, indent=2))
+    print(json.dumps(metrics, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    train_main(sys.argv[1:])

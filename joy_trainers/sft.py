@@ -1,0 +1,456 @@
+"""``sft``: supervised fine-tuning of every role from the environment's expert trajectories.
+
+The first stage of the JoyAgents-R1 pipeline. Reads top to bottom:
+
+1. the base model: the embedded tiny model (``model="tiny"``, built offline and cached) or any Hugging
+   Face name or local path;
+2. expert examples per role from the SFT part of the train split (:mod:`joy_agents.sft_data`);
+3. optional full fine-tuning of the shared base on all roles' examples (``base_epochs``): a randomly
+   initialised tiny model must first learn the language of the environment; a pretrained model skips it;
+4. one LoRA adapter per role on the shared base, each trained on its role's examples with TRL's
+   ``SFTTrainer`` (assistant-only loss; Accelerate underneath);
+5. evaluation of the team on ``eval_split`` before and after, ``results.json``, ``results.md`` and a
+   loss / accuracy plot in the run directory.
+
+Paper settings for Qwen2.5-3B: lr 5e-6, 5 epochs (see ``examples/configs/sft_qwen2.5-3b.yaml``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import joy_env
+
+
+@dataclass
+class SFTConfig:
+    """Configuration of the ``sft`` trainer (one line per field)."""
+
+    model: str = "tiny"
+    """Base model: ``"tiny"`` (embedded, built offline), ``"tiny-small"``, or a HF name / local path."""
+    env_id: str = "joy/mixed-v0"
+    """Environment whose expert trajectories are the data."""
+    seed: int = 0
+    """Seed of the data, the tiny model and training."""
+    sft_tasks: int = 800
+    """Expert episodes (from the SFT part of the train split) turned into examples."""
+    rl_fraction: float = 0.5
+    """Share of the train tasks kept for RL, never read here."""
+    base_epochs: float = 0.0
+    """Epochs of full fine-tuning of the shared base on all roles' examples (0: skip)."""
+    base_lr: float = 2e-3
+    """Learning rate of the base stage."""
+    adapter_epochs: float = 1.0
+    """Epochs of each role's LoRA adapter on its examples (0: skip)."""
+    adapter_lr: float = 1e-3
+    """Learning rate of the adapter stage."""
+    separate_models: dict[str, str] = field(default_factory=dict)
+    """Roles with their own model instead of a shared-base adapter, e.g. ``{"master": "Qwen/Qwen2.5-7B-Instruct"}``."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    batch_size: int = 8
+    """Per-device batch size."""
+    grad_accum: int = 1
+    """Gradient accumulation steps."""
+    max_length: int = 1024
+    """Tokens per example; longer prompts are cut from the left. Evaluation prompts are cut the same way
+    (to ``max_length - eval_max_new_tokens``), so the model is tested on the view it was trained on."""
+    warmup_ratio: float = 0.05
+    """Share of steps with linear warm-up."""
+    eval_tasks: int = 200
+    """Test tasks evaluated before and after training (0: skip evaluation)."""
+    eval_split: str = "test"
+    """Split evaluated."""
+    eval_max_new_tokens: int = 160
+    """Cap of generated tokens per agent turn at evaluation."""
+    eval_max_cycles: int = 16
+    """Agent turns per evaluation episode."""
+    eval_baseline: bool = True
+    """Also evaluate the starting team (``baseline_metrics``)."""
+    baseline_tasks: int | None = None
+    """Tasks of the baseline evaluation (the first ones of the same list; default ``eval_tasks``). An
+    untrained tiny model never ends an episode early, so its evaluation costs the most."""
+    dtype: str = "float32"
+    """``float32`` on CPUs, ``bfloat16`` on recent GPUs."""
+    output_dir: str | None = None
+    """Run directory; default ``runs/sft-<timestamp>``."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form notes copied into results.json."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rl_fraction < 1.0:
+            raise ValueError(f"rl_fraction must be in [0, 1), got {self.rl_fraction!r}")
+        for name in ("base_epochs", "adapter_epochs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.sft_tasks < 1:
+            raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
+        if self.eval_split not in joy_env.SPLITS:
+            raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> SFTConfig:
+        """Build from a dict (YAML), rejecting unknown keys with the list of valid ones."""
+        valid = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - valid)
+        if unknown:
+            raise ValueError(f"unknown sft option(s) {unknown}; valid: {', '.join(sorted(valid))}")
+        return cls(**values)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "model": "tiny",
+        "sft_tasks": 250,
+        "base_epochs": 1.5,
+        "base_lr": 3e-3,
+        "adapter_epochs": 1.0,
+        "adapter_lr": 2e-3,
+        "batch_size": 16,
+        "max_length": 384,
+        "eval_tasks": 100,
+        "eval_max_new_tokens": 96,
+        "eval_max_cycles": 12,
+        "baseline_tasks": 10,
+    }
+}
+
+
+def resolve_model(name: str, seed: int) -> str:
+    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``."""
+    if name in ("tiny", "tiny-small"):
+        from joy_agents.tiny import build_tiny_model
+
+        return str(build_tiny_model(seed=seed, size="tiny" if name == "tiny" else "small"))
+    return name
+
+
+def _dataset(tokenizer: Any, examples: list, max_length: int) -> Any:
+    from datasets import Dataset
+
+    from joy_agents.sft_data import tokenize_example
+
+    rows = [tokenize_example(tokenizer, ex, max_length) for ex in examples]
+    return Dataset.from_list(rows)
+
+
+def collate_left(batch: list[dict[str, list[int]]], pad_id: int) -> dict[str, Any]:
+    """Left-pad a batch of ``input_ids`` / ``labels`` so that every completion ends at the last position.
+
+    Position ids count real tokens only (as at generation time), so padding changes nothing.
+    ``keep`` is how many final positions can carry a label: the loss only needs logits there.
+    """
+    import torch
+
+    width = max(len(b["input_ids"]) for b in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    keep = 1
+    for i, b in enumerate(batch):
+        n = len(b["input_ids"])
+        ids[i, width - n :] = torch.tensor(b["input_ids"])
+        labels[i, width - n :] = torch.tensor(b["labels"])
+        mask[i, width - n :] = 1
+        first = next((j for j, v in enumerate(b["labels"]) if v != -100), n)
+        keep = max(keep, n - first + 1)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "labels": labels, "keep": keep}
+
+
+def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -> Any:
+    """Cross-entropy on the completion tokens only, computing logits for the last ``keep`` positions
+    (the prompt is most of every sequence; the vocabulary projection dominates a small model's cost)."""
+    import torch.nn.functional as F
+
+    keep = int(inputs["keep"])
+    out = model(
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        position_ids=inputs["position_ids"],
+        logits_to_keep=keep,
+    )
+    logits = out.logits[:, :-1, :]  # (B, keep-1, V): position t predicts token t+1
+    labels = inputs["labels"][:, -keep + 1 :] if keep > 1 else inputs["labels"][:, :0]  # (B, keep-1)
+    total = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1), reduction="sum")
+    count = (labels != -100).sum()
+    denom = num_items if num_items is not None else count.clamp(min=1)
+    return total / denom
+
+
+def _sft_trainer_class() -> type:
+    """TRL's ``SFTTrainer`` with the completion-only loss above and left-padded batches."""
+    import trl
+
+    class CompletionSFTTrainer(trl.SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: D102
+            if num_items_in_batch is not None:
+                self.loss_is_scaled_for_ga = True
+                num_items_in_batch = num_items_in_batch.to(inputs["input_ids"].device)
+            loss = completion_loss(model, inputs, num_items_in_batch)
+            return (loss, None) if return_outputs else loss
+
+    return CompletionSFTTrainer
+
+
+def _trl_args(cfg: SFTConfig, out: Path, epochs: float, lr: float) -> Any:
+    import trl
+
+    return trl.SFTConfig(
+        output_dir=str(out),
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        lr_scheduler_type="cosine",
+        warmup_steps=cfg.warmup_ratio,  # a float < 1 is a share of the steps
+        logging_steps=5,
+        save_strategy="no",
+        report_to=[],
+        seed=cfg.seed,
+        max_length=cfg.max_length,
+        bf16=cfg.dtype == "bfloat16",
+        fp16=cfg.dtype == "float16",
+        use_cpu=not _has_accelerator(),
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+        remove_unused_columns=False,
+    )
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class SFTTrainer:
+    """Runs the ``sft`` stage for every role (see the module documentation)."""
+
+    name = "sft"
+    config_class = SFTConfig
+    presets = PRESETS
+
+    def __init__(self, config: SFTConfig) -> None:
+        self.config = config
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.run_dir = Path(config.output_dir or os.path.join("runs", f"sft-{stamp}"))
+
+    def train(self) -> dict[str, Any]:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from joy_agents.policy import TeamPolicy
+        from joy_agents.sft_data import build_sft_examples
+
+        cfg = self.config
+        start = time.perf_counter()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(cfg.seed)
+        base = resolve_model(cfg.model, cfg.seed)
+        tokenizer = AutoTokenizer.from_pretrained(base)
+        print(f"[sft] base model {base}; building expert data from {cfg.env_id} ({cfg.sft_tasks} tasks)")
+        examples = build_sft_examples(cfg.env_id, cfg.sft_tasks, cfg.rl_fraction, cfg.seed)
+        counts = {r: len(v) for r, v in examples.items()}
+        print(f"[sft] examples per role: {counts}")
+        logs: dict[str, list[dict[str, Any]]] = {}
+        trainer_cls = _sft_trainer_class()
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+        def collate(batch: list[dict[str, list[int]]]) -> dict[str, Any]:
+            return collate_left(batch, pad_id)
+
+        team_config = self._team_config(base)
+        baseline = None
+        if cfg.eval_tasks and cfg.eval_baseline:
+            print("[sft] evaluating the starting team")
+            baseline = self.evaluate(TeamPolicy(team_config), cfg.baseline_tasks)
+
+        if cfg.base_epochs > 0:
+            print(f"[sft] stage 1: full fine-tuning of the shared base for {cfg.base_epochs} epochs")
+            model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, cfg.dtype))
+            everything = [ex for exs in examples.values() for ex in exs]
+            trainer = trainer_cls(
+                model=model,
+                args=_trl_args(cfg, self.run_dir / "work" / "base", cfg.base_epochs, cfg.base_lr),
+                train_dataset=_dataset(tokenizer, everything, cfg.max_length),
+                processing_class=tokenizer,
+                data_collator=collate,
+            )
+            trainer.train()
+            logs["base"] = list(trainer.state.log_history)
+            base = str(self.run_dir / "base")
+            model.save_pretrained(base)
+            tokenizer.save_pretrained(base)
+            team_config = self._team_config(base)
+            del trainer, model
+
+        team = TeamPolicy(team_config)
+        if cfg.adapter_epochs > 0:
+            for role in team.roles:
+                if not examples.get(role):
+                    print(f"[sft] no examples for {role}; its adapter stays untrained")
+                    continue
+                print(f"[sft] stage 2: {role} adapter on {len(examples[role])} examples")
+                with team.use_role(role):
+                    trainer = trainer_cls(
+                        model=team.model_for(role),
+                        args=_trl_args(cfg, self.run_dir / "work" / role, cfg.adapter_epochs, cfg.adapter_lr),
+                        train_dataset=_dataset(tokenizer, examples[role], cfg.max_length),
+                        processing_class=tokenizer,
+                        data_collator=collate,
+                    )
+                    trainer.train()
+                    logs[role] = list(trainer.state.log_history)
+        team.save(str(self.run_dir / "team"))
+
+        metrics = self.evaluate(team) if cfg.eval_tasks else None
+        wall = time.perf_counter() - start
+        results = {
+            "trainer": "sft",
+            "env_id": cfg.env_id,
+            "split": cfg.eval_split,
+            "seed": cfg.seed,
+            "model": cfg.model,
+            "steps": sum(sum(1 for e in log if "loss" in e) for log in logs.values()),
+            "generated_tokens": 0,
+            "wall_s": wall,
+            "metrics": metrics,
+            "baseline_metrics": baseline,
+            "examples_per_role": counts,
+            "config": asdict(cfg),
+        }
+        write_run(self.run_dir, results, logs)
+        return results
+
+    def _team_config(self, base: str) -> Any:
+        from joy_agents.policy import TeamConfig
+
+        cfg = self.config
+        return TeamConfig(
+            model=base,
+            separate_models=dict(cfg.separate_models),
+            lora_r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            dtype=cfg.dtype,
+            device="cuda" if _has_accelerator() else "cpu",
+        )
+
+    def evaluate(self, team: Any, tasks: int | None = None) -> dict[str, Any]:
+        """Greedy team on the first ``tasks`` (default ``eval_tasks``) tasks of ``eval_split``."""
+        return evaluate_team(
+            team,
+            self.config.env_id,
+            self.config.eval_split,
+            tasks or self.config.eval_tasks,
+            self.config.seed,
+            self.config.eval_max_new_tokens,
+            self.config.eval_max_cycles,
+            max(16, self.config.max_length - self.config.eval_max_new_tokens),
+        )
+
+
+def evaluate_team(
+    team: Any,
+    env_id: str,
+    split: str,
+    tasks: int,
+    seed: int = 0,
+    max_new_tokens: int = 160,
+    max_cycles: int = 16,
+    max_prompt_tokens: int = 3072,
+) -> dict[str, Any]:
+    """Metrics of ``team`` (greedy) on tasks ``0..tasks-1`` of ``split`` (see ``results.json``)."""
+    from joy_agents.policy import SamplingConfig
+    from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
+
+    config = RolloutConfig(
+        sampling=SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens, stop=("</answer>",)),
+        max_cycles=max_cycles,
+        max_prompt_tokens=max_prompt_tokens,
+    )
+    engine = RolloutEngine(team, env_id, split, seed, config)
+    start = time.perf_counter()
+    trajectories = engine.run(list(range(tasks)))
+    metrics = summarize(trajectories)
+    metrics["eval_wall_s"] = time.perf_counter() - start
+    return metrics
+
+
+def write_run(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:
+    """``results.json`` (atomically), ``results.md`` and ``training.png`` in ``run_dir``."""
+    tmp = run_dir / "results.json.tmp"
+    tmp.write_text(json.dumps(results, indent=2, default=str))
+    os.replace(tmp, run_dir / "results.json")
+    (run_dir / "logs.json").write_text(json.dumps(logs, indent=2, default=str))
+    (run_dir / "results.md").write_text(results_table(results))
+    plot_run(run_dir / "training.png", results, logs)
+
+
+def results_table(results: dict[str, Any]) -> str:
+    """A markdown table of the run's metrics against its baseline, per domain."""
+    lines = [
+        f"# {results['trainer']} on {results['env_id']} ({results['split']} split, seed {results['seed']})",
+        "",
+        f"model `{results['model']}`, wall {results['wall_s']:.0f} s",
+        "",
+        "| metric | baseline | after |",
+        "|---|---|---|",
+    ]
+    after = results.get("metrics") or {}
+    before = results.get("baseline_metrics") or {}
+
+    def fmt(v: Any) -> str:
+        return f"{v:.3f}" if isinstance(v, float) else ("-" if v is None else str(v))
+
+    for key in ("success_rate", "mean_reward", "mean_accuracy", "format_valid_rate"):
+        lines.append(f"| {key} | {fmt(before.get(key))} | {fmt(after.get(key))} |")
+    lines += ["", "| domain | n | success (baseline) | success (after) | accuracy (after) |", "|---|---|---|---|---|"]
+    for domain, m in (after.get("per_domain") or {}).items():
+        b = (before.get("per_domain") or {}).get(domain, {})
+        lines.append(
+            f"| {domain} | {m['n']} | {fmt(b.get('success_rate'))} | {fmt(m['success_rate'])} |"
+            f" {fmt(m['mean_accuracy'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:
+    """Training loss per stage / role, and test success per domain before and after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, log in logs.items():
+        pts = [(e["step"], e["loss"]) for e in log if "loss" in e and math.isfinite(e["loss"])]
+        if pts:
+            ax1.plot(*zip(*pts, strict=True), label=name)
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("training loss")
+    ax1.set_yscale("log")
+    ax1.legend(fontsize=8)
+    after = (results.get("metrics") or {}).get("per_domain") or {}
+    before = (results.get("baseline_metrics") or {}).get("per_domain") or {}
+    domains = list(after)
+    xs = range(len(domains))
+    ax2.bar([x - 0.2 for x in xs], [before.get(d, {}).get("success_rate", 0) for d in domains], 0.4, label="baseline")
+    ax2.bar([x + 0.2 for x in xs], [after[d]["success_rate"] for d in domains], 0.4, label=results["trainer"])
+    ax2.set_xticks(list(xs), domains, rotation=20, fontsize=8)
+    ax2.set_ylabel(f"success rate ({results['split']})")
+    ax2.set_ylim(0, 1)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
