@@ -7,12 +7,15 @@ Figures (measured in this one run):
 
 * ``tokens_per_s``: generated tokens per second of ``RolloutEngine.run`` over ``--episodes`` episodes
   (env, prompts, adapter switching, batched sampling with log-probs).
-* ``generate_tokens_per_s``: the same generate calls replayed with bare ``model.generate`` on the base
-  model: the same prompts, batch sizes and number of new tokens per call, no env, no adapters, no
-  log-probs. ``ratio_vs_generate`` = tokens_per_s / generate_tokens_per_s (goal >= 0.9).
+* ``generate_tokens_per_s``: the same generate calls replayed with bare ``model.generate`` on the same
+  model (the role's adapter active): the same prompts, batch sizes and number of new tokens per call, no
+  env, no prompt rendering, no log-probs, no stop strings. ``ratio_vs_generate`` = tokens_per_s /
+  generate_tokens_per_s (goal >= 0.9).
 * ``sequential_tokens_per_s``: the same episodes run one at a time; ``ratio_vs_sequential``.
 * ``adapter_team_memory_ratio``: bytes of every parameter and buffer of the five-role team (one base,
-  five LoRA adapters; shared storage counted once) over those of one plain model (goal <= 1.2).
+  five LoRA adapters of rank ``--lora-r``; shared storage counted once) over those of one plain model
+  (goal <= 1.2); ``adapter_team_memory_ratio_qwen2.5_0.5b``: the same for a Qwen2.5-0.5B-sized model in
+  bf16 with rank-16 adapters, built on the meta device (no download, no memory).
 """
 
 from __future__ import annotations
@@ -35,29 +38,31 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--max-cycles", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lora-r", type=int, default=4, help="LoRA rank (the tiny preset's)")
     args = parser.parse_args(argv)
 
     from transformers import AutoModelForCausalLM
 
-    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy, parameter_bytes
+    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy, meta_team_memory_ratio, parameter_bytes
     from joy_agents.rollout import RolloutConfig, RolloutEngine
     from joy_trainers.sft import resolve_model
 
     torch.manual_seed(args.seed)
     path = resolve_model(args.model, args.seed)
-    team = TeamPolicy(TeamConfig(model=path))
+    team = TeamPolicy(TeamConfig(model=path, lora_r=args.lora_r, lora_alpha=2 * args.lora_r))
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
     config = RolloutConfig(sampling=sampling, max_cycles=args.max_cycles)
     engine = RolloutEngine(team, args.env, "validation", args.seed, config, progress=False)
     starts = list(range(args.episodes))
     engine.run(starts[:2])  # warm-up
 
-    calls: list[tuple[list[list[int]], int]] = []
+    calls: list[tuple[str, list[list[int]], int]] = []
     original = team.generate
 
     def recording(role, prompts, cfg, num_samples=1):
         out = original(role, prompts, cfg, num_samples)
-        calls.append(([list(p) for p in prompts], max(len(s.completion_ids) for group in out for s in group)))
+        longest = max(len(s.completion_ids) for group in out for s in group)
+        calls.append((role, [list(p) for p in prompts], longest))
         return out
 
     team.generate = recording
@@ -67,29 +72,12 @@ def main(argv: list[str] | None = None) -> dict:
     team.generate = original
     tokens = sum(t.generated_tokens for t in batched)
 
-    base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    base.eval()
     pad = team.tokenizer.pad_token_id or 0
     bare_tokens, t0 = 0, time.perf_counter()
     with torch.no_grad():
-        for prompts, new in calls:
-            width = max(len(p) for p in prompts)
-            ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for i, p in enumerate(prompts):
-                ids[i, width - len(p) :] = torch.tensor(p)
-                mask[i, width - len(p) :] = 1
-            base.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                max_new_tokens=new,
-                min_new_tokens=new,
-                do_sample=True,
-                temperature=1.0,
-                top_k=0,
-                pad_token_id=pad,
-            )
-            bare_tokens += len(prompts) * new
+        for role, prompts, new in calls:
+            with team.use_role(role) as model:
+                bare_tokens += _bare_generate(model, prompts, new, pad)
     bare_s = time.perf_counter() - t0
 
     seq_tokens, t0 = 0, time.perf_counter()
@@ -99,6 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     memory_ratio = team.parameter_bytes() / parameter_bytes(plain)
+    qwen_ratio = meta_team_memory_ratio()  # Qwen2.5-0.5B shape, bf16, rank-16 adapters
 
     result = {
         "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
@@ -107,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
         "env_id": args.env,
         "episodes": args.episodes,
         "generate_calls": len(calls),
-        "mean_batch": sum(len(p) for p, _ in calls) / max(len(calls), 1),
+        "mean_batch": sum(len(p) for _, p, _ in calls) / max(len(calls), 1),
         "tokens": tokens,
         "tokens_per_s": tokens / batched_s,
         "generate_tokens": bare_tokens,
@@ -116,10 +105,17 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio_vs_generate": (tokens / batched_s) / (bare_tokens / bare_s),
         "ratio_vs_sequential": (tokens / batched_s) / (seq_tokens / seq_s),
         "adapter_team_memory_ratio": memory_ratio,
+        "adapter_team_memory_ratio_qwen2.5_0.5b": qwen_ratio,
+        "lora_r": args.lora_r,
     }
     for key in ("tokens_per_s", "generate_tokens_per_s", "sequential_tokens_per_s"):
         print(f"{key:>26}: {result[key]:9.1f}")
-    for key in ("ratio_vs_generate", "ratio_vs_sequential", "adapter_team_memory_ratio"):
+    for key in (
+        "ratio_vs_generate",
+        "ratio_vs_sequential",
+        "adapter_team_memory_ratio",
+        "adapter_team_memory_ratio_qwen2.5_0.5b",
+    ):
         print(f"{key:>26}: {result[key]:9.3f}")
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -127,6 +123,27 @@ def main(argv: list[str] | None = None) -> dict:
             json.dump(result, f, indent=2)
         print(f"wrote {args.out}")
     return result
+
+
+def _bare_generate(model, prompts: list[list[int]], new: int, pad: int) -> int:
+    """``model.generate`` on left-padded ``prompts`` for exactly ``new`` tokens; returns tokens made."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.tensor(p)
+        mask[i, width - len(p) :] = 1
+    model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=new,
+        min_new_tokens=new,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        pad_token_id=pad,
+    )
+    return len(prompts) * new
 
 
 if __name__ == "__main__":

@@ -234,6 +234,33 @@ def parameter_bytes(*modules: torch.nn.Module) -> int:
     return total
 
 
+QWEN2_5_0_5B_SHAPE = {
+    "vocab_size": 151936,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "tie_word_embeddings": True,
+}
+"""The shape of Qwen2.5-0.5B, for memory estimates without a download."""
+
+
+def meta_team_memory_ratio(
+    shape: dict[str, Any] | None = None, config: TeamConfig | None = None, dtype: str = "bfloat16"
+) -> float:
+    """Parameter bytes of a team (one base + one adapter per role) over one plain model, for a Qwen2
+    model of ``shape`` built on the ``meta`` device (no weights are allocated or downloaded)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = config or TeamConfig(model="meta")
+    with torch.device("meta"):
+        model = Qwen2ForCausalLM(Qwen2Config(**(shape or QWEN2_5_0_5B_SHAPE))).to(getattr(torch, dtype))
+        base = parameter_bytes(model)
+        team = attach_role_adapters(model, config.roles, _lora_config(config))
+        return parameter_bytes(team) / base
+
+
 def _lora_config(config: TeamConfig) -> Any:
     from peft import LoraConfig
 

@@ -116,6 +116,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "base_lr": 3e-3,
         "adapter_epochs": 1.0,
         "adapter_lr": 2e-3,
+        "lora_r": 4,
+        "lora_alpha": 8,
         "batch_size": 16,
         "max_length": 384,
         "eval_tasks": 100,

@@ -16,7 +16,6 @@ from joy_agents.policy import (  # noqa: E402
     SamplingConfig,
     TeamConfig,
     TeamPolicy,
-    attach_role_adapters,
     parameter_bytes,
 )
 
@@ -519,24 +518,12 @@ def test_qwen25_05b_sized_team_within_1_2x():
     """Five r=16 adapters on every projection of a Qwen2.5-0.5B-sized model (meta device, bf16 base)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from joy_agents.policy import _lora_config
+    from joy_agents.policy import QWEN2_5_0_5B_SHAPE, meta_team_memory_ratio
 
-    cfg = Qwen2Config(
-        vocab_size=151936,
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    )
     with torch.device("meta"):
-        model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
-        base = parameter_bytes(model)
-        team = attach_role_adapters(model, ROLES, _lora_config(TeamConfig(model="unused")))
+        base = parameter_bytes(Qwen2ForCausalLM(Qwen2Config(**QWEN2_5_0_5B_SHAPE)).to(torch.bfloat16))
     assert 480e6 < base / 2 < 500e6
-    ratio = parameter_bytes(team) / base
-    assert 1.0 < ratio <= 1.2
+    assert 1.0 < meta_team_memory_ratio(config=TeamConfig(model="unused", roles=ROLES)) <= 1.2
 
 
 # ---------------------------------------------------------------------------------------------- save / load
