@@ -81,6 +81,7 @@ from pathlib import Path
 from typing import Any
 
 from joy_env.core import SPLITS, SubTask, Task
+from joy_env.schema import validate
 
 __all__ = [
     "DEFAULT_CATEGORIES",
@@ -208,51 +209,9 @@ def convert_bfcl_schema(function_doc: dict) -> dict:
     }
 
 
-_PY = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-}
-
-
 def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
-    """Whether ``value`` satisfies a converted schema under the env's rules (bool is not a number, a float
-    is not an integer, unknown object keys are refused unless ``additionalProperties``)."""
-    kind = schema.get("type")
-    if kind is not None:
-        if isinstance(value, bool) and kind != "boolean":
-            return False
-        if not isinstance(value, _PY[kind]):
-            return False
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    if isinstance(value, str) and len(value) > min(schema.get("maxLength", 2000), 2000):
-        return False
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < schema.get("minimum", -math.inf) or value > schema.get("maximum", math.inf):
-            return False
-    if isinstance(value, list):
-        if len(value) > min(schema.get("maxItems", 100), 100):
-            return False
-        items = schema.get("items")
-        if isinstance(items, Mapping) and not all(_fits(v, items) for v in value):
-            return False
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        if any(k not in value for k in schema.get("required", ())):
-            return False
-        for k, v in value.items():
-            if k in props:
-                if not _fits(v, props[k]):
-                    return False
-            elif not schema.get("additionalProperties", False) and (props or kind == "object"):
-                return False
-    return True
+    """Whether ``value`` satisfies a converted schema under the env's own argument rules."""
+    return not validate(value, schema)
 
 
 # ------------------------------------------------------------------------------------------- gold calls
