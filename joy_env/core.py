@@ -9,6 +9,7 @@ Everything here is plain data; the environment (:mod:`joy_env.env`) executes it.
 
 from __future__ import annotations
 
+import numbers
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,19 @@ SPLITS = ("train", "validation", "test")
 SUB_AGENTS = ("qa", "ecommerce", "general", "math")
 AGENTS = ("master", *SUB_AGENTS)
 ANSWER_TYPES = ("math", "qa", "facts", "none")
+
+
+def check_split(split: Any) -> None:
+    """Raise ``ValueError`` unless ``split`` is one of :data:`SPLITS`."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+
+
+def check_index(split: str, index: Any, size: int) -> int:
+    """``index`` as an int, or ``ValueError`` unless ``0 <= index < size`` (task sources use it)."""
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < size:
+        raise ValueError(f"index {index!r} out of range for split {split!r}: expected 0 <= index < {size}")
+    return int(index)
 
 
 class ToolError(Exception):

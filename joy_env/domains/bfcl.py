@@ -80,7 +80,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from joy_env.core import SPLITS, SubTask, Task
+from joy_env.core import SPLITS, SubTask, Task, check_index, check_split
 from joy_env.schema import validate
 
 __all__ = [
@@ -533,17 +533,13 @@ class BFCLTaskSource:
             random.Random(f"{seed}/bfcl/{split}").shuffle(items)
 
     def size(self, split: str) -> int:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        check_split(split)
         return len(self._tasks[split])
 
     def task(self, split: str, index: int) -> Task:
         size = self.size(split)
-        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < size:
-            raise ValueError(
-                f"index {index!r} out of range for split {split!r}: expected 0 <= index < {size}"
-            )
-        return dataclasses.replace(self._tasks[split][int(index)], task_id=f"bfcl/{split}/{int(index)}")
+        index = check_index(split, index, size)
+        return dataclasses.replace(self._tasks[split][index], task_id=f"bfcl/{split}/{index}")
 
 
 def bfcl_task_source(

@@ -89,7 +89,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from joy_env import database
-from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError
+from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError, check_index, check_split
 from joy_env.domains.ecommerce_db import (
     AUDIT,
     CATEGORIES,
@@ -1128,15 +1128,12 @@ class EcommerceTaskSource:
 
     def size(self, split: str) -> int:
         """Number of tasks of ``split``."""
-        if split not in self.SIZES:
-            raise ValueError(f"unknown split {split!r}; valid splits: {list(SPLITS)}")
+        check_split(split)
         return self.SIZES[split]
 
     def task(self, split: str, index: int) -> Task:
         """Task ``index`` of ``split`` (deterministic in seed, split and index)."""
-        n = self.size(split)
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
-            raise ValueError(f"index must be an integer in [0, {n}) for split {split!r}, got {index!r}")
+        index = check_index(split, index, self.size(split))
         rng = random.Random(f"ecommerce-task/{self.seed}/{split}/{index}")
         templates = [t for t in self._templates if split == "test" or not t[2]]
         first = rng.choices(range(len(templates)), weights=[t[3] for t in templates])[0]
@@ -1927,8 +1924,7 @@ def price_part(db: sqlite3.Connection, rng: random.Random, split: str) -> tuple[
 
     Returns the sub-task and ``{"product_id", "product_name", "price" (float), "price_str", "category"}``.
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid splits: {list(SPLITS)}")
+    check_split(split)
     ctx = ToolContext(db)
     rows = [
         r
@@ -1967,8 +1963,7 @@ def order_part(db: sqlite3.Connection, rng: random.Random, split: str) -> tuple[
     Returns the sub-task and ``{"order_id", "user_id", "status", "category", "total" (float),
     "total_str", "delivered_on" (ISO date or None), "product_id", "product_name"}`` (first item).
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid splits: {list(SPLITS)}")
+    check_split(split)
     rows = [r for r in db.execute("SELECT order_id, user_id FROM orders ORDER BY order_id") if split_of(r[1]) == split]
     for _attempt in range(100):
         oid, uid = rng.choice(rows)

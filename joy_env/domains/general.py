@@ -101,7 +101,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError
+from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError, check_index, check_split
 
 __all__ = [
     "SIZES",
@@ -1649,8 +1649,7 @@ def _pools() -> dict[str, _Pool]:
 def split_entities(split: str) -> dict[str, list[str]]:
     """The entities reserved for ``split`` (for tests and analysis): cities, countries, tickers, words,
     dates (ISO), unit pairs (``"mi>km"``) and currency pairs (``"USD>EUR"``)."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    check_split(split)
     p = _pools()[split]
     return {
         "cities": [c.name for c in p.cities],
@@ -2350,11 +2349,6 @@ TEMPLATES: dict[str, Callable[[random.Random, _Pool, _Plan], _Result]] = {
 TEST_ONLY_TEMPLATES = frozenset({"trip_budget", "stock_in_currency", "weather_fahrenheit"})
 
 
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-
-
 class GeneralTaskSource:
     """Generated general tasks (see the module docstring); deterministic in (seed, split, index)."""
 
@@ -2363,16 +2357,13 @@ class GeneralTaskSource:
         self.sizes = dict(SIZES if sizes is None else sizes)
 
     def size(self, split: str) -> int:
-        _check_split(split)
+        check_split(split)
         return self.sizes[split]
 
     def task(self, split: str, index: int) -> Task:
         size = self.size(split)
-        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < size:
-            raise ValueError(
-                f"index {index!r} out of range for split {split!r}: expected 0 <= index < {size}"
-            )
-        rng = random.Random(f"{self.seed}/general/{split}/{int(index)}")
+        index = check_index(split, index, size)
+        rng = random.Random(f"{self.seed}/general/{split}/{index}")
         pool = _pools()[split]
         names = [n for n in TEMPLATES if split == "test" or n not in TEST_ONLY_TEMPLATES]
         template = rng.choice(names)
@@ -2424,7 +2415,7 @@ def currency_part(rng: random.Random, split: str, amount: float, from_currency: 
     ``(SubTask, {"amount", "from_currency", "to_currency", "converted", "rate"})`` where ``converted`` is
     rounded to 2 decimals and ``rate`` to 6, exactly as the tool returns them.
     """
-    _check_split(split)
+    check_split(split)
     code = str(from_currency).strip().upper()
     pool = _pools()[split]
     if code not in pool.partners:
@@ -2459,7 +2450,7 @@ def weather_part(rng: random.Random, split: str) -> tuple[SubTask, dict]:
     Returns ``(SubTask, {"city", "date", "condition", "high_c", "low_c"})`` (``date`` ISO; temperatures
     are ints and may be negative).
     """
-    _check_split(split)
+    check_split(split)
     pool = _pools()[split]
     c, d = rng.choice(pool.cities), rng.choice(pool.dates)
     plan = _Plan()

@@ -72,7 +72,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import numbers
 import random
 import re
 import unicodedata
@@ -81,7 +80,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError
+from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError, check_index, check_split
 from joy_env.safe_math import SafeMathError, calculate, evaluate_exact, format_number, parse_number
 
 __all__ = [
@@ -612,13 +611,6 @@ def _with_distractor(rng: random.Random, split: str, text: str) -> str:
     return f"{facts}. {sentence} {question}" if sep else f"{sentence} {text}"
 
 
-def _check_split(split: str, index: int, size: int) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < size:
-        raise ValueError(f"index {index!r} out of range for split {split!r}: expected 0 <= index < {size}")
-
-
 class MathTaskSource:
     """Generated word problems (see the module docstring); deterministic in (seed, split, index)."""
 
@@ -627,12 +619,11 @@ class MathTaskSource:
         self.sizes = dict(SIZES if sizes is None else sizes)
 
     def size(self, split: str) -> int:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        check_split(split)
         return self.sizes[split]
 
     def task(self, split: str, index: int) -> Task:
-        _check_split(split, index, self.size(split))
+        check_index(split, index, self.size(split))
         rng = random.Random(f"{self.seed}/math/{split}/{index}")
         names = [n for n in TEMPLATES if split == "test" or n not in TEST_ONLY_TEMPLATES]
         template = rng.choice(names)
@@ -768,12 +759,11 @@ class GSM8KTaskSource:
             random.Random(f"{seed}/gsm8k/{split}").shuffle(items)
 
     def size(self, split: str) -> int:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        check_split(split)
         return len(self._tasks[split])
 
     def task(self, split: str, index: int) -> Task:
-        _check_split(split, index, self.size(split))
+        check_index(split, index, self.size(split))
         return dataclasses.replace(self._tasks[split][int(index)], task_id=f"gsm8k/{split}/{index}")
 
 

@@ -29,7 +29,7 @@ import random
 import sqlite3
 from dataclasses import replace
 
-from joy_env.core import SPLITS, SubTask, Task
+from joy_env.core import SPLITS, SubTask, Task, check_index, check_split
 
 SINGLE_PER_BLOCK = 10
 COLLAB_PER_BLOCK = 3
@@ -67,14 +67,11 @@ class MixedTasks:
         self._size = {s: min(src.size(s) for src in self.sources.values()) for s in SPLITS}
 
     def size(self, split: str) -> int:
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        check_split(split)
         return self._size[split]
 
     def task(self, split: str, index: int) -> Task:
-        n = self.size(split)
-        if not isinstance(index, int) or not 0 <= index < n:
-            raise ValueError(f"mixed task index must be in [0, {n}) for split {split!r}, got {index!r}")
+        index = check_index(split, index, self.size(split))
         block, pos = divmod(index, BLOCK)
         task_id = f"mixed/{split}/{index}"
         if pos < SINGLE_PER_BLOCK:

@@ -86,7 +86,7 @@ from typing import Any
 
 import numpy as np
 
-from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError
+from joy_env.core import SPLITS, Domain, SubTask, Task, Tool, ToolContext, ToolError, check_index, check_split
 
 __all__ = [
     "CATEGORIES",
@@ -1215,13 +1215,6 @@ def _search_call(query: str) -> dict[str, Any]:
     return {"name": "search_kb", "arguments": {"query": query}}
 
 
-def _check_split(split: str, index: int, size: int) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < size:
-        raise ValueError(f"index {index!r} out of range for split {split!r}: expected 0 <= index < {size}")
-
-
 class QATaskSource:
     """Generated knowledge-base questions (see the module docstring); deterministic in (seed, split,
     index)."""
@@ -1234,12 +1227,11 @@ class QATaskSource:
         }
 
     def size(self, split: str) -> int:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        check_split(split)
         return self.sizes[split]
 
     def task(self, split: str, index: int) -> Task:
-        _check_split(split, index, self.size(split))
+        check_index(split, index, self.size(split))
         world = _world(self.seed)
         rng = random.Random(f"{self.seed}/qa/{split}/{index}")
         names = self._names[split]
@@ -1304,8 +1296,7 @@ def policy_part(
     """
     if topic not in TOPICS:
         raise ValueError(f"unknown topic {topic!r}; expected one of {TOPICS}")
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    check_split(split)
     world = _world(seed)
     cat = _normal_category(category) if category is not None else None
     if topic == "returns":
