@@ -171,7 +171,7 @@ class RolloutEngine:
                 snapshot=snap,
             )
         )
-        env.step(_action_text(sample.text, self.policy.tokenizer))
+        env.step(sample.text)  # the policy's text never holds the end-of-turn token
 
     def _trajectory(self, env: Any, nodes: list[Node]) -> Trajectory:
         result = env.episode_breakdown
@@ -179,14 +179,6 @@ class RolloutEngine:
             node.reward = float(result["R"])
             node.breakdown = record
         return Trajectory(task_id=result["task_id"], domain=result["domain"], nodes=nodes, result=result)
-
-
-def _action_text(text: str, tokenizer: Any) -> str:
-    """The completion as the env should read it: without the end-of-turn token."""
-    eos = getattr(tokenizer, "eos_token", None)
-    if eos and text.endswith(eos):
-        text = text[: -len(eos)]
-    return text
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:

@@ -262,10 +262,10 @@ class JoyEnv(AECEnv):
     def get_task(self, index: int) -> Task:
         """Task ``index`` of this env's split (cached)."""
         key = (self.split, index)
-        task = self.world.gold_cache.get(key)
+        task = self.world.cache.get(key)
         if task is None:
             task = self.world.tasks.task(self.split, index)
-            self.world.gold_cache[key] = task
+            self.world.cache[key] = task
         return task
 
     @property
@@ -638,7 +638,7 @@ class JoyEnv(AECEnv):
         """Rows changed by the gold calls of ``agent`` (or a full dump for unaudited databases)."""
         task = self._ep.task
         key = ("gold_db", task.task_id, task.query, agent)
-        cached = self.world.gold_cache.get(key)
+        cached = self.world.cache.get(key)
         if cached is not None:
             return cached
         tools = self.world.tools.get(agent, {})
@@ -665,7 +665,7 @@ class JoyEnv(AECEnv):
                 result = database.full_dump(scratch)
             scratch.close()
         with self.world.lock:
-            self.world.gold_cache[key] = result
+            self.world.cache[key] = result
         return result
 
     def _db_matches(self) -> bool:

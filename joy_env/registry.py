@@ -7,7 +7,6 @@ An :class:`EnvSpec` names the sub-agents' domains (tools and databases) and a ta
 
 from __future__ import annotations
 
-import inspect
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
@@ -61,7 +60,8 @@ class World:
     """Read-only connections to the pristine databases (used to compare final states)."""
     tools: dict[str, dict[str, Tool]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    gold_cache: dict[str, Any] = field(default_factory=dict)
+    cache: dict[Any, Any] = field(default_factory=dict)
+    """Generated tasks and gold database states, filled on first use."""
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -188,9 +188,3 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
     if world.tasks.size(split) <= 0:
         raise ValueError(f"{env_id} has no tasks in split {split!r} with these options")
     return JoyEnv(world, split=split, max_cycles=max_cycles, reward_config=reward_config, render_mode=render_mode)
-
-
-def factory_kwargs(factory: TaskFactory) -> tuple[str, ...]:
-    """Names of the keyword arguments a task-source factory accepts beyond ``seed`` and ``dbs``."""
-    params = list(inspect.signature(factory).parameters.values())[2:]
-    return tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
