@@ -38,6 +38,27 @@ class Node:
     snapshot: EnvSnapshot | None = None
     reward: float = 0.0
     breakdown: dict[str, Any] = field(default_factory=dict)
+    memory_ids: tuple[int, ...] = ()
+    """Memory entries shown in the prompt (or reused as the action when ``finish_reason == "memory"``)."""
+    memory_key: str = ""
+    """The query the role answered (its first user message): the key memory is written under."""
+    role_turn: int = 0
+    """How many turns the role had taken before this one in its own conversation."""
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the node holds generated tokens (a memory reuse or an empty turn holds none)."""
+        return bool(self.completion_ids)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A start that restores ``snapshot`` and plays ``sample`` as the first turn (node-wise branching):
+    ``sample`` must come from the role whose turn it is in ``snapshot``."""
+
+    snapshot: EnvSnapshot
+    sample: Sample
+    memory_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -77,6 +98,8 @@ class RolloutConfig:
     """Store the env snapshot before each node (needed for node-wise branching)."""
     max_cycles: int = 24
     """Agent turns per episode before truncation."""
+    memory_time: int = 0
+    """Current time (training step) for memory retrieval's decay term."""
 
     def __post_init__(self) -> None:
         if self.max_prompt_tokens < 16:
@@ -94,8 +117,11 @@ class RolloutEngine:
         seed: int = 0,
         config: RolloutConfig | None = None,
         progress: bool = True,
+        memory: dict[str, Any] | None = None,
     ) -> None:
         self.policy = policy
+        self.memory = memory or {}
+        """Role -> :class:`~joy_agents.memory.MemoryBank`; roles with a bank see retrieved entries."""
         self.config = config or RolloutConfig()
         self.env_id = env_id
         self.split = split
@@ -110,18 +136,46 @@ class RolloutEngine:
             self._pool.append(joy_env.JoyEnv(proto.world, self.split, self.config.max_cycles, proto.reward_config))
         return self._pool[i]
 
-    def run(self, starts: Sequence[int | EnvSnapshot], sampling: SamplingConfig | None = None) -> list[Trajectory]:
-        """Play one episode per start; returns the trajectories in the order of ``starts``."""
+    def prompt(self, env: Any, role: str) -> tuple[list[int], tuple[int, ...], str | None]:
+        """The prompt ids of ``role``'s pending turn in ``env`` (memory included, cut to
+        ``max_prompt_tokens``), the memory entries shown, and an action to reuse from memory (or None)."""
+        info = env.infos[role]
+        messages = list(info["messages"])
+        memory_ids: tuple[int, ...] = ()
+        reuse = None
+        bank = self.memory.get(role)
+        if bank is not None and bank.config.enabled:
+            from joy_agents.memory import render_memories
+
+            found = bank.retrieve(memory_key(messages), role_turn(messages), self.config.memory_time)
+            if found:
+                memory_ids = tuple(e.entry_id for e, _ in found)
+                best, sim = found[0]
+                if bank.config.reuse_similarity is not None and sim >= bank.config.reuse_similarity:
+                    reuse = best.action
+                messages = with_system_note(messages, render_memories([e for e, _ in found]))
+        ids = self.policy.encode_prompt(role, messages, info["tools"] or None)
+        return ids[-self.config.max_prompt_tokens :], memory_ids, reuse
+
+    def run(
+        self, starts: Sequence[int | EnvSnapshot | Branch], sampling: SamplingConfig | None = None
+    ) -> list[Trajectory]:
+        """Play one episode per start (a task index, a snapshot, or a :class:`Branch`); returns the
+        trajectories in the order of ``starts``. A branch's trajectory starts with its forced node."""
         sampling = sampling or self.config.sampling
         envs = []
+        nodes: list[list[Node]] = []
         for i, start in enumerate(starts):
             env = self._env(i)
-            if isinstance(start, EnvSnapshot):
+            nodes.append([])
+            if isinstance(start, Branch):
+                env.restore(start.snapshot)
+                self._apply(env, env.agent_selection, start.sample, nodes[-1], start.memory_ids)
+            elif isinstance(start, EnvSnapshot):
                 env.restore(start)
             else:
                 env.reset(options={"task_index": int(start)})
             envs.append(env)
-        nodes: list[list[Node]] = [[] for _ in envs]
         done = [False] * len(envs)
         bar = None
         if self.progress and len(envs) > 1:
@@ -145,20 +199,27 @@ class RolloutEngine:
                     continue
                 pending[env.agent_selection].append(i)
             for role, idx in pending.items():
-                prompts = []
+                prompts, shown, todo = [], [], []
                 for i in idx:
-                    info = envs[i].infos[role]
-                    ids = self.policy.encode_prompt(role, info["messages"], info["tools"] or None)
-                    prompts.append(ids[-self.config.max_prompt_tokens :])
-                samples = self.policy.generate(role, prompts, sampling, num_samples=1)
-                for i, group in zip(idx, samples, strict=True):
-                    self._apply(envs[i], role, group[0], nodes[i])
+                    ids, memory_ids, reuse = self.prompt(envs[i], role)
+                    if reuse is not None:
+                        self._apply(envs[i], role, _reused(ids, reuse), nodes[i], memory_ids)
+                        continue
+                    prompts.append(ids)
+                    shown.append(memory_ids)
+                    todo.append(i)
+                samples = self.policy.generate(role, prompts, sampling, num_samples=1) if prompts else []
+                for i, group, memory_ids in zip(todo, samples, shown, strict=True):
+                    self._apply(envs[i], role, group[0], nodes[i], memory_ids)
         if bar is not None:
             bar.close()
         return [self._trajectory(env, ns) for env, ns in zip(envs, nodes, strict=True)]
 
-    def _apply(self, env: Any, role: str, sample: Sample, nodes: list[Node]) -> None:
+    def _apply(
+        self, env: Any, role: str, sample: Sample, nodes: list[Node], memory_ids: tuple[int, ...] = ()
+    ) -> None:
         snap = env.snapshot() if self.config.keep_snapshots else None
+        messages = env.infos[role]["messages"]
         nodes.append(
             Node(
                 role=role,
@@ -169,16 +230,47 @@ class RolloutEngine:
                 finish_reason=sample.finish_reason,
                 turn=env.infos[role]["turn"],
                 snapshot=snap,
+                memory_ids=tuple(memory_ids),
+                memory_key=memory_key(messages),
+                role_turn=role_turn(messages),
             )
         )
         env.step(sample.text)  # the policy's text never holds the end-of-turn token
 
     def _trajectory(self, env: Any, nodes: list[Node]) -> Trajectory:
         result = env.episode_breakdown
-        for node, record in zip(nodes, result["nodes"], strict=True):
+        # an episode started from a snapshot already holds the records of the nodes before it
+        records = result["nodes"][len(result["nodes"]) - len(nodes) :]
+        for node, record in zip(nodes, records, strict=True):
             node.reward = float(result["R"])
             node.breakdown = record
         return Trajectory(task_id=result["task_id"], domain=result["domain"], nodes=nodes, result=result)
+
+
+def memory_key(messages: Sequence[dict[str, Any]]) -> str:
+    """The query a role is answering: the content of its first user message."""
+    return next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+
+
+def role_turn(messages: Sequence[dict[str, Any]]) -> int:
+    """How many turns the role has taken in its conversation so far."""
+    return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+def with_system_note(messages: Sequence[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """``messages`` with ``note`` appended to the system message (or a system message holding it)."""
+    out = [dict(m) for m in messages]
+    if not note:
+        return out
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = str(out[0].get("content", "")) + note
+    else:
+        out.insert(0, {"role": "system", "content": note.strip()})
+    return out
+
+
+def _reused(prompt_ids: list[int], action: str) -> Sample:
+    return Sample(prompt_ids=list(prompt_ids), completion_ids=[], logprobs=[], text=action, finish_reason="memory")
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:

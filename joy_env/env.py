@@ -19,7 +19,9 @@ Turn-taking
 -----------
 The master starts with the user's query. It calls a sub-agent with the ``call_agent`` tool; control
 passes to that sub-agent, which sees a fresh conversation (its system prompt and the sub-query) and
-its own tools. The sub-agent's ``<answer>`` returns to the master as the result of ``call_agent``.
+its own tools. Without a ``query`` argument the sub-agent receives the user's request unchanged (a
+router forwarding a single-domain request need not copy it). The sub-agent's ``<answer>`` returns to
+the master as the result of ``call_agent``.
 The master's ``<answer>`` ends the episode. Several tool calls in one turn run in order; a
 ``call_agent`` among them pauses the rest until the sub-agent answers.
 
@@ -28,6 +30,7 @@ Action protocol
 Text, Qwen2.5 / Hermes style, optionally after ``<think>...</think>``::
 
     <tool_call>{"name": "call_agent", "arguments": {"agent": "math", "query": "What is 17 * 23?"}}</tool_call>
+    <tool_call>{"name": "call_agent", "arguments": {"agent": "math"}}</tool_call>   (forwards the request)
     <tool_call>{"name": "calculator", "arguments": {"expression": "17 * 23"}}</tool_call>
     <answer>391</answer>
 
@@ -60,7 +63,8 @@ samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "ma
 
 Version history
 ---------------
-* v0: first release.
+* v0: first release. Before the first published results, ``call_agent``'s ``query`` became optional
+  (omitted: the user's request is forwarded) and the expert forwards single-domain requests that way.
 """
 
 from __future__ import annotations
@@ -97,7 +101,8 @@ MASTER_PROMPT = (
     "(weather, units, currencies, dates, time zones, stocks, flights, dictionary), math (word problems "
     "and arithmetic, with a calculator). Call one with "
     '<tool_call>{"name": "call_agent", "arguments": {"agent": "...", "query": "..."}}</tool_call> '
-    "and give the final answer as <answer>...</answer>."
+    "(leave out the query to pass on the user's request as it is) and give the final answer as "
+    "<answer>...</answer>."
 )
 
 _CALL_AGENT_DESC = "Delegate a sub-task to a sub-agent; returns the sub-agent's answer."
@@ -226,10 +231,10 @@ class JoyEnv(AECEnv):
                     "query": {
                         "type": "string",
                         "maxLength": 2000,
-                        "description": "the sub-task, self-contained",
+                        "description": "the sub-task, self-contained (default: the user's request)",
                     },
                 },
-                "required": ["agent", "query"],
+                "required": ["agent"],
             },
             fn=lambda ctx, **kw: None,
         )
@@ -580,7 +585,7 @@ class JoyEnv(AECEnv):
                 frame.results.append(self._tool_message("call_agent", {"error": node["errors"][-1]}))
                 continue
             sub = call["arguments"]["agent"]
-            query = call["arguments"]["query"]
+            query = call["arguments"].get("query", self.task.query)
             ep.called.append(sub)
             sub_frame = _Frame(
                 sub, [self._system(sub), {"role": "user", "content": query}], invocation=len(ep.called) - 1

@@ -30,7 +30,10 @@ def expert_action(env: Any) -> str:
     if frame.agent == "master":
         if done_turns < len(task.route):
             sub = task.route[done_turns]
-            call = {"name": "call_agent", "arguments": {"agent": sub.agent, "query": sub.query}}
+            arguments = {"agent": sub.agent}
+            if sub.query != task.query:  # a request for one sub-agent is forwarded as it is
+                arguments["query"] = sub.query
+            call = {"name": "call_agent", "arguments": arguments}
             return format_turn([call])
         return format_turn(answer=task.answer)
     if frame.invocation >= len(task.route) or task.route[frame.invocation].agent != frame.agent:

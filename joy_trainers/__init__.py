@@ -7,6 +7,8 @@ Run one with ``joy-train --trainer NAME --preset tiny`` (see :mod:`joy_trainers.
 
 TRAINERS: dict[str, str] = {
     "sft": "joy_trainers.sft:SFTTrainer",
+    "grpo": "joy_trainers.grpo:GRPOTrainer",
+    "joyagents_grpo": "joy_trainers.joyagents_grpo:JoyAgentsGRPOTrainer",
 }
 
 __all__ = ["TRAINERS"]

@@ -12,6 +12,7 @@ A run directory (default ``runs/<trainer>-<timestamp>``) receives ``results.json
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import sys
@@ -73,9 +74,16 @@ def train_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output-dir", help="run directory (default runs/<trainer>-<timestamp>)")
     parser.add_argument("--seed", type=int, help="seed (overrides the preset / config)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one option")
+    parser.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
     args = parser.parse_args(argv)
     trainer_cls = load_trainer(args.trainer)
     overrides = list(args.set)
+    if args.resume:
+        if "resume" not in {f.name for f in dataclasses.fields(trainer_cls.config_class)}:
+            raise SystemExit(f"trainer {args.trainer!r} does not checkpoint; --resume is not available for it")
+        if not args.output_dir:
+            raise SystemExit("--resume needs --output-dir: the run directory to continue")
+        overrides.append("resume=true")
     if args.output_dir:
         overrides.append(f"output_dir={json.dumps(args.output_dir)}")
     if args.seed is not None:
@@ -83,7 +91,9 @@ def train_main(argv: list[str] | None = None) -> None:
     config = build_config(trainer_cls, args.preset, args.config, overrides)
     trainer = trainer_cls(config)
     results = trainer.train()
-    run_dir = getattr(trainer, "run_dir", None)
+    run_dir = getattr(trainer, "run_dir", None) or getattr(getattr(trainer, "run", None), "path", None)
+    if not results:  # not the main process
+        return
     print(
         json.dumps({k: results[k] for k in ("trainer", "env_id", "split", "wall_s", "metrics")}, indent=2, default=str)
     )
@@ -109,16 +119,17 @@ def eval_main(argv: list[str] | None = None) -> None:
     env_id = args.env or saved.get("env_id", "joy/mixed-v0")
     tasks = args.tasks or cfg.get("eval_tasks") or 200
     team = TeamPolicy.load(str(run / "team"))
-    metrics = evaluate_team(
-        team,
-        env_id,
-        args.split,
-        tasks,
-        cfg.get("seed", 0),
-        cfg.get("eval_max_new_tokens", 160),
-        cfg.get("eval_max_cycles", 16),
-        max(16, cfg.get("max_length", 3168) - cfg.get("eval_max_new_tokens", 160)),
-    )
+    if "max_prompt_tokens" in cfg:  # an RL run
+        limits = (cfg.get("max_new_tokens", 128), cfg.get("max_cycles", 16), cfg["max_prompt_tokens"])
+    else:  # an sft run: prompts were cut to max_length - eval_max_new_tokens
+        new = cfg.get("eval_max_new_tokens", 160)
+        limits = (new, cfg.get("eval_max_cycles", 16), max(16, cfg.get("max_length", 3168) - new))
+    memory = None
+    if (run / "memory").is_dir():
+        from joy_agents.memory import MemoryBank
+
+        memory = {p.stem: MemoryBank.from_dict(json.loads(p.read_text())) for p in (run / "memory").glob("*.json")}
+    metrics = evaluate_team(team, env_id, args.split, tasks, cfg.get("seed", 0), *limits, memory=memory)
     out = run / f"eval-{args.split}.json"
     out.write_text(json.dumps({"env_id": env_id, "split": args.split, "metrics": metrics}, indent=2))
     print(json.dumps(metrics, indent=2))

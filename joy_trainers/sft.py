@@ -111,10 +111,10 @@ class SFTConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
         "model": "tiny",
-        "sft_tasks": 250,
-        "base_epochs": 1.5,
+        "sft_tasks": 400,
+        "base_epochs": 3.5,
         "base_lr": 3e-3,
-        "adapter_epochs": 1.0,
+        "adapter_epochs": 0.5,
         "adapter_lr": 2e-3,
         "lora_r": 4,
         "lora_alpha": 8,
@@ -143,6 +143,8 @@ def _dataset(tokenizer: Any, examples: list, max_length: int) -> Any:
     from joy_agents.sft_data import tokenize_example
 
     rows = [tokenize_example(tokenizer, ex, max_length) for ex in examples]
+    for row in rows:
+        row["length"] = len(row["input_ids"])
     return Dataset.from_list(rows)
 
 
@@ -216,6 +218,9 @@ def _trl_args(cfg: SFTConfig, out: Path, epochs: float, lr: float) -> Any:
         gradient_accumulation_steps=cfg.grad_accum,
         lr_scheduler_type="cosine",
         warmup_steps=cfg.warmup_ratio,  # a float < 1 is a share of the steps
+        adam_beta2=0.95,
+        max_grad_norm=1.0,
+        train_sampling_strategy="group_by_length",  # batches of similar lengths: little padding
         logging_steps=5,
         save_strategy="no",
         report_to=[],
@@ -371,8 +376,10 @@ def evaluate_team(
     max_new_tokens: int = 160,
     max_cycles: int = 16,
     max_prompt_tokens: int = 3072,
+    memory: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Metrics of ``team`` (greedy) on tasks ``0..tasks-1`` of ``split`` (see ``results.json``)."""
+    """Metrics of ``team`` (greedy) on tasks ``0..tasks-1`` of ``split`` (see ``results.json``); ``memory``
+    (role -> bank) is read for prompts, never written."""
     from joy_agents.policy import SamplingConfig
     from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
 
@@ -381,7 +388,7 @@ def evaluate_team(
         max_cycles=max_cycles,
         max_prompt_tokens=max_prompt_tokens,
     )
-    engine = RolloutEngine(team, env_id, split, seed, config)
+    engine = RolloutEngine(team, env_id, split, seed, config, memory=memory)
     start = time.perf_counter()
     trajectories = engine.run(list(range(tasks)))
     metrics = summarize(trajectories)

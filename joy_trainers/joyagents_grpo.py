@@ -1,0 +1,197 @@
+"""``joyagents_grpo``: the JoyAgents-R1 method. Node-wise Monte Carlo sampling, GRPO on node groups,
+marginal-benefit top-K selection, and reward-driven memory evolution.
+
+One training step, top to bottom (:meth:`JoyAgentsGRPOTrainer.step`):
+
+1. **Initial trajectories.** Roll out one trajectory per task of the batch with the current team
+   (``initial_temperature``, greedy by default), keeping the env snapshot before every node.
+2. **Node-wise sampling.** For each node i (the first ``max_nodes`` of each trajectory), sample G actions
+   (``group_size``, ``temperature``) from the role that acted there, from the prompt it saw (one batched
+   generate per role); restore the snapshot, play each sampled action, and finish the episode with the
+   current team (``continuation_temperature``). The G final team rewards are node i's group. Cost: sum_i G
+   continuations per trajectory, linear in the number of nodes (joint resampling would cost G^N).
+   ``sampling="trajectory"`` replaces this by G whole trajectories per task (the ablation).
+3. **Selection.** Rank every group of the batch (all processes) by reward variance and keep the top K
+   (``top_k``; ``"all"`` keeps every group with variance). Only roles owning a selected group change.
+4. **Update.** Advantages ``(r - mean) / (std + eps)`` per group; clipped importance-ratio loss with a k3
+   KL to the reference policy (``beta``), token aggregation ``loss_type``; one optimiser per role.
+   ``iterations`` RL iterations of ``steps_per_iteration`` steps; each iteration refreshes the reference.
+5. **Memory evolution.** Every sample's R_A + R_F labels memory: fit a normal to the step's values; samples
+   at or above the 97.5% point are written to their role's bank, entries retrieved into samples at or below
+   the 2.5% point are removed (:mod:`joy_agents.memory`). Retrieved entries are shown in prompts.
+
+The run starts from an SFT team (``sft_run``, or a cached tiny SFT run), evaluates it on the test split
+(``baseline_metrics``), trains, evaluates again, and writes ``results.json``, ``results.md``,
+``metrics.jsonl``, ``reward_curve.png``, checkpoints (``--resume`` continues) and the final team.
+Under ``accelerate launch`` every process rolls out its share of the tasks; selection is global and
+gradients are summed across processes, so parameters stay identical on every rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from joy_agents.memory import MemoryConfig
+from joy_trainers import rl
+
+
+@dataclass
+class JoyAgentsGRPOConfig(rl.RLConfig):
+    """Configuration of ``joyagents_grpo``: the shared RL options (:class:`joy_trainers.rl.RLConfig`) and
+    these (one line per field)."""
+
+    sampling: str = "node"
+    """``node`` (node-wise Monte Carlo) or ``trajectory`` (G whole trajectories per task: the ablation)."""
+    initial_temperature: float = 0.0
+    """Temperature of the initial trajectories (0: greedy)."""
+    continuation_temperature: float = 0.0
+    """Temperature of the team finishing each sampled branch (0: greedy)."""
+    max_nodes: int = 8
+    """Nodes branched per initial trajectory (the first ones)."""
+    top_k: int | str = 5
+    """Groups updated per step, by reward variance (paper: 5); ``"all"`` disables selection."""
+    memory: bool = True
+    """Adaptive memory evolution on/off."""
+    memory_top_n: int = 1
+    """Memory entries shown in a prompt."""
+    memory_min_similarity: float = 0.6
+    """Similarity an entry needs to be retrieved."""
+    memory_reuse_similarity: float | None = None
+    """If set (e.g. 0.98), a near-identical remembered action is reused without generating."""
+    memory_half_life: float = 20.0
+    """Steps after which an entry's time-decay term halves."""
+    memory_embedder: str = "hash"
+    """``hash`` (download-free) or ``st:<sentence-transformers model>``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sampling not in ("node", "trajectory"):
+            raise ValueError(f"sampling must be 'node' or 'trajectory', got {self.sampling!r}")
+        if self.top_k != "all" and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
+            raise ValueError(f"top_k must be an int >= 1 or 'all', got {self.top_k!r}")
+        if self.max_nodes < 1:
+            raise ValueError(f"max_nodes must be >= 1, got {self.max_nodes!r}")
+
+
+TINY_RL = {
+    "model": "tiny",
+    "iterations": 2,
+    "steps_per_iteration": 6,
+    "tasks_per_step": 6,
+    "max_nodes": 4,
+    "lr": 2e-3,
+    "beta": 0.04,
+    "max_new_tokens": 96,
+    "max_cycles": 10,
+    "max_prompt_tokens": 288,
+    "eval_tasks": 100,
+    "checkpoint_every": 3,
+}
+
+PRESETS: dict[str, dict[str, Any]] = {"tiny": dict(TINY_RL)}
+
+
+class JoyAgentsGRPOTrainer:
+    """Runs ``joyagents_grpo`` (see the module documentation)."""
+
+    name = "joyagents_grpo"
+    config_class = JoyAgentsGRPOConfig
+    presets = PRESETS
+
+    def __init__(self, config: JoyAgentsGRPOConfig) -> None:
+        self.config = config
+        self.run = rl.RunDir(config.output_dir, self.name)
+
+    # ---------------------------------------------------------------------------------------- the loop
+    def memory_config(self) -> MemoryConfig | None:
+        cfg = self.config
+        if not cfg.memory:
+            return None
+        return MemoryConfig(
+            top_n=cfg.memory_top_n,
+            min_similarity=cfg.memory_min_similarity,
+            reuse_similarity=cfg.memory_reuse_similarity,
+            half_life=cfg.memory_half_life,
+            embedder=cfg.memory_embedder,
+        )
+
+    def train(self) -> dict[str, Any]:
+        cfg = self.config
+        state = rl.setup(self.run, cfg, self.memory_config())
+        for step in range(state.step, cfg.total_steps):
+            if cfg.beta and (step % cfg.steps_per_iteration == 0 or state.reference is None):
+                state.reference = rl.ReferencePolicy(state.team, state.team.roles)  # a new RL iteration
+            row = self.step(state, step)
+            state.step = step + 1
+            if state.log is not None:
+                state.log.log(row)
+            state.progress(row)
+            end_of_iteration = state.step % cfg.steps_per_iteration == 0
+            if state.step % cfg.checkpoint_every == 0 or end_of_iteration:
+                rl.checkpoint(self.run, state)
+        return rl.finish(self.run, state, self.name)
+
+    def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
+        """One training step; returns its metrics row."""
+        cfg = self.config
+        timer = rl.Timer()
+        tasks = rl.shard(state.batch_tasks(step, cfg.tasks_per_step))
+        state.engine.config.memory_time = step
+        with timer("rollout"):
+            if cfg.sampling == "node":
+                groups, initial, continuations = self.node_groups(state, tasks)
+            else:
+                groups, initial, continuations = rl.trajectory_groups(
+                    state, tasks, cfg.group_size, cfg.temperature, cfg.top_p
+                )
+        with timer("scoring"):
+            selected = rl.select_global(groups, cfg.top_k)
+        with timer("update"):
+            update_stats = rl.update_selected(state, selected, cfg)
+        with timer("memory"):
+            memory_stats = rl.evolve_memory(state, groups, step) if cfg.memory else {}
+        return rl.step_row(
+            step, cfg, groups, selected, initial, continuations, update_stats, memory_stats, timer, state
+        )
+
+    # ------------------------------------------------------------------------------ node-wise sampling
+    def node_groups(self, state: rl.RunState, tasks: list[int]) -> tuple[list[rl.Group], list[Any], list[Any]]:
+        """Initial trajectories of ``tasks``, then one group of G branches per node (see step 2).
+
+        Returns ``(groups, initial trajectories, finished branches)``; ``len(finished)`` is
+        ``group_size * (branched nodes)``: linear in the number of nodes."""
+        from joy_agents.policy import SamplingConfig
+        from joy_agents.rollout import Branch
+
+        cfg = self.config
+        engine = state.engine
+        initial = engine.run(tasks, state.sampling(cfg.initial_temperature)) if tasks else []
+        nodes = [n for t in initial for n in t.nodes[: cfg.max_nodes]]
+        explore = SamplingConfig(
+            temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, stop=("</answer>",)
+        )
+        by_role: dict[str, list[int]] = {}
+        for i, n in enumerate(nodes):
+            by_role.setdefault(n.role, []).append(i)
+        samples: list[list[Any]] = [[] for _ in nodes]
+        for role, idx in by_role.items():
+            out = state.team.generate(role, [nodes[i].prompt_ids for i in idx], explore, num_samples=cfg.group_size)
+            for i, group in zip(idx, out, strict=True):
+                samples[i] = group
+        branches = [Branch(n.snapshot, s, n.memory_ids) for n, group in zip(nodes, samples, strict=True) for s in group]
+        finished = engine.run(branches, state.sampling(cfg.continuation_temperature)) if branches else []
+        groups = []
+        for k, n in enumerate(nodes):
+            trajs = finished[k * cfg.group_size : (k + 1) * cfg.group_size]
+            groups.append(
+                rl.Group(
+                    role=n.role,
+                    rewards=[t.reward for t in trajs],
+                    samples=list(samples[k]),
+                    members=[[t.nodes[0]] for t in trajs],
+                    key=n.memory_key,
+                    outcomes=[rl.outcome_of(t.nodes[0], t) for t in trajs],
+                )
+            )
+        return groups, initial, finished

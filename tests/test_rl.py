@@ -1,0 +1,237 @@
+"""joyagents_grpo / grpo: selection, per-role updates, node-wise sampling cost, checkpoints, resume after
+SIGKILL, and identical parameters across two processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from joy_trainers import rl
+from joy_trainers.grpo import GRPOConfig, GRPOTrainer
+from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SMALL = {
+    "iterations": 1,
+    "steps_per_iteration": 2,
+    "tasks_per_step": 2,
+    "group_size": 2,
+    "max_nodes": 2,
+    "max_new_tokens": 12,
+    "max_cycles": 3,
+    "max_prompt_tokens": 256,
+    "lr": 1e-2,
+    "eval_tasks": 0,
+    "checkpoint_every": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def sft_run(tiny_dir, tmp_path_factory):
+    """A run directory holding a team (tiny base, fresh rank-2 adapters) as the sft trainer writes it."""
+    from joy_agents.policy import TeamConfig, TeamPolicy
+
+    run = tmp_path_factory.mktemp("sft_run")
+    TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4)).save(str(run / "team"))
+    return str(run)
+
+
+def _cfg(cls, sft_run, out, **kw):
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    base = {k: v for k, v in SMALL.items() if k in names}
+    return cls.from_dict({**base, "sft_run": sft_run, "output_dir": str(out), **kw})
+
+
+# ------------------------------------------------------------------------------------ selection math
+def test_select_top_k_ranks_by_variance_and_skips_flat_groups():
+    groups = [rl.Group("qa", [0, 0, 0]), rl.Group("math", [0, 1, 0]), rl.Group("master", [0, 1, 1, 0]),
+              rl.Group("general", [1, 1, 1]), rl.Group("ecommerce", [0, 0.1, 0])]
+    assert [g.role for g in rl.select_top_k(groups, 2)] == ["master", "math"]
+    assert [g.role for g in rl.select_top_k(groups, 10)] == ["master", "math", "ecommerce"]
+    assert [g.role for g in rl.select_top_k(groups, "all")] == ["math", "master", "ecommerce"]
+    assert rl.select_top_k([], 5) == [] and rl.select_top_k(groups[:1], "all") == []
+    assert groups[2].variance == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="top_k"):
+        rl.select_top_k(groups, 0)
+
+
+def test_config_validation_names_the_problem(sft_run, tmp_path):
+    with pytest.raises(ValueError, match="top_k"):
+        _cfg(JoyAgentsGRPOConfig, sft_run, tmp_path, top_k="some")
+    with pytest.raises(ValueError, match="sampling"):
+        _cfg(JoyAgentsGRPOConfig, sft_run, tmp_path, sampling="joint")
+    with pytest.raises(ValueError, match="group_size"):
+        _cfg(GRPOConfig, sft_run, tmp_path, group_size=1)
+    with pytest.raises(ValueError, match="unknown GRPOConfig option"):
+        _cfg(GRPOConfig, sft_run, tmp_path, top_k=3)  # plain grpo has no selection
+    with pytest.raises(ValueError, match="sft_run"):
+        rl.sft_team(None, "Qwen/Qwen2.5-3B-Instruct", 0)
+
+
+# ------------------------------------------------------------------------------------------ updates
+def _team(sft_run):
+    from joy_agents.policy import TeamPolicy
+
+    return TeamPolicy.load(os.path.join(sft_run, "team"))
+
+
+def _samples(team, role, n=4):
+    from joy_agents.policy import SamplingConfig
+
+    prompt = team.encode_prompt(role, [{"role": "user", "content": "What is 2 + 2?"}], None)
+    (group,) = team.generate(role, [prompt], SamplingConfig(temperature=1.0, max_new_tokens=8), num_samples=n)
+    return group
+
+
+def test_policy_update_changes_only_the_updated_role(sft_run):
+    team = _team(sft_run)
+    opts = rl.make_optimizers(team, 1e-2)
+    before = {r: [p.detach().clone() for p in team.trainable_parameters(r)] for r in team.roles}
+    samples = _samples(team, "math")
+    stats = rl.policy_update(team, "math", opts["math"], samples, [1.0, -1.0, 0.5, -0.5], rl.UpdateConfig())
+    assert stats["samples"] == 4 and abs(stats["ratio_mean"] - 1.0) < 1e-3  # sampling log-probs = training ones
+    for role in team.roles:
+        changed = any(not torch.equal(a, b) for a, b in zip(before[role], team.trainable_parameters(role), strict=True))
+        assert changed == (role == "math"), role
+
+
+def test_zero_variance_empty_and_failed_batches_give_finite_updates(sft_run):
+    team = _team(sft_run)
+    opts = rl.make_optimizers(team, 1e-2)
+    ref = rl.ReferencePolicy(team, team.roles)
+    cfg = rl.UpdateConfig(beta=0.1)
+    samples = _samples(team, "qa")
+    flat = rl.advantages_of([rl.Group("qa", [-0.2] * 4, samples)])[0]  # all failed: same reward
+    assert flat == [0.0] * 4
+    stats = rl.policy_update(team, "qa", opts["qa"], samples, flat, cfg, ref)
+    assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
+    assert rl.policy_update(team, "qa", opts["qa"], [], [], cfg, ref)["samples"] == 0
+    for p in team.trainable_parameters("qa"):
+        assert torch.isfinite(p).all()
+
+
+# ----------------------------------------------------------------------------------- sampling cost
+def test_node_wise_sampling_is_linear_in_nodes(sft_run, tmp_path):
+    cfg = _cfg(JoyAgentsGRPOConfig, sft_run, tmp_path, group_size=3, max_nodes=3, memory=False)
+    trainer = JoyAgentsGRPOTrainer(cfg)
+    state = rl.setup(trainer.run, cfg, None)
+    groups, initial, finished = trainer.node_groups(state, state.batch_tasks(0, 2))
+    nodes = sum(min(len(t.nodes), cfg.max_nodes) for t in initial)
+    assert nodes >= 2
+    assert len(groups) == nodes and len(finished) == cfg.group_size * nodes  # sum_i G, not G ** N
+    for g, traj_nodes in zip(groups, [n for t in initial for n in t.nodes[: cfg.max_nodes]], strict=True):
+        assert g.role == traj_nodes.role and len(g.rewards) == cfg.group_size
+    for k, g in enumerate(groups):  # each branch starts with its sampled action
+        for j, s in enumerate(g.samples):
+            assert finished[k * cfg.group_size + j].nodes[0].completion_ids == s.completion_ids
+
+
+# ------------------------------------------------------------------------------- full small runs
+def _read_rows(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.mark.parametrize("trainer_cls,cfg_cls,extra", [
+    (JoyAgentsGRPOTrainer, JoyAgentsGRPOConfig, {"top_k": 2}),
+    (JoyAgentsGRPOTrainer, JoyAgentsGRPOConfig, {"sampling": "trajectory", "memory": False, "top_k": "all"}),
+    (GRPOTrainer, GRPOConfig, {}),
+])
+def test_small_run_writes_metrics_checkpoints_and_results(sft_run, tmp_path, trainer_cls, cfg_cls, extra):
+    out = tmp_path / "run"
+    results = trainer_cls(_cfg(cfg_cls, sft_run, out, **extra)).train()
+    assert results["steps"] == 2 and results["generated_tokens"] > 0
+    rows = _read_rows(out)
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["groups/selected"] <= r["groups/total"]
+        for key in ("charts/reward_mean", "losses/policy_loss", "losses/kl", "time/rollout_s", "time/update_s"):
+            assert key in r and r[key] == r[key]  # present and not NaN
+    assert (out / "results.json").is_file() and (out / "reward_curve.png").is_file()
+    assert (out / "team" / "team.json").is_file() and rl.latest_checkpoint(out / "checkpoints").name == "step-2"
+
+
+def test_checkpoint_round_trip_restores_weights_optimiser_and_rng(sft_run, tmp_path):
+    team = _team(sft_run)
+    opts = rl.make_optimizers(team, 1e-2)
+    rl.policy_update(team, "math", opts["math"], _samples(team, "math"), [1.0, -1.0, 0.5, -0.5], rl.UpdateConfig())
+    rl.save_checkpoint(tmp_path / "ck", 7, team, opts, {"note": "x"})
+    expected_next = torch.rand(3)
+    weights = [p.detach().clone() for p in team.trainable_parameters("math")]
+    other = _team(sft_run)
+    other_opts = rl.make_optimizers(other, 1e-2)
+    state = rl.load_checkpoint(rl.latest_checkpoint(tmp_path / "ck"), other, other_opts)
+    assert state["step"] == 7 and state["note"] == "x"
+    assert torch.equal(torch.rand(3), expected_next)  # RNG restored to the checkpoint's state
+    for a, b in zip(weights, other.trainable_parameters("math"), strict=True):
+        assert torch.equal(a, b)
+    assert other_opts["math"].state_dict()["state"].keys() == opts["math"].state_dict()["state"].keys()
+    assert not list((tmp_path / "ck").glob(".tmp-*"))
+
+
+def test_checkpoints_keep_only_the_latest_ones(sft_run, tmp_path):
+    team = _team(sft_run)
+    opts = rl.make_optimizers(team, 1e-2)
+    for step in (1, 2, 3):
+        rl.save_checkpoint(tmp_path, step, team, opts, {}, keep=2)
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-2", "step-3"]
+    assert (tmp_path / "latest").read_text() == "step-3"
+
+
+def _train_cmd(sft_run, out, steps):
+    sets = {**SMALL, "sft_run": sft_run, "steps_per_iteration": steps, "memory": True}
+    cmd = [sys.executable, "-m", "joy_trainers.cli", "--trainer", "joyagents_grpo", "--output-dir", str(out)]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={json.dumps(v)}"]
+    return cmd
+
+
+def test_sigkill_after_a_checkpoint_then_resume_finishes(sft_run, tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": REPO}
+    proc = subprocess.Popen(_train_cmd(sft_run, out, 4), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while time.time() < deadline and not (out / "checkpoints" / "step-2").is_dir():
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for ck in (out / "checkpoints").glob("step-*"):  # whatever exists is complete
+        for name in ("state.json", "optimizers.pt", "rng.pt", "team/team.json"):
+            assert (ck / name).is_file(), f"{ck.name} lacks {name}"
+    done = subprocess.run(_train_cmd(sft_run, out, 4) + ["--resume"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"] == 4
+    assert [r["step"] for r in _read_rows(out)] == [1, 2, 3, 4]
+
+
+def test_two_processes_end_each_step_with_identical_parameters(sft_run, tmp_path):
+    if shutil.which("accelerate") is None:
+        pytest.skip("accelerate launcher not on PATH")
+    out = tmp_path / "dist"
+    script = os.path.join(REPO, "tests", "dist_rl_steps.py")
+    # `--multi_gpu` with no visible GPU starts real gloo CPU processes (`--cpu` alone starts one process)
+    cmd = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", script, sft_run, str(out)]
+    env = {**os.environ, "PYTHONPATH": REPO, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    digests = [json.loads((out / f"params-rank{r}.json").read_text()) for r in (0, 1)]
+    assert digests[0]["steps"] == digests[1]["steps"] == 2
+    assert digests[0]["tasks"] != digests[1]["tasks"]  # each rank rolled out its own share
+    assert digests[0]["after_steps"] == digests[1]["after_steps"]
+    assert digests[0]["samples"] != digests[1]["samples"]  # the extra update saw different data per rank
+    assert digests[0]["params"] == digests[1]["params"]
+    assert digests[0]["params"] != digests[0]["initial"]  # and the update did change the weights
