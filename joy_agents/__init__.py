@@ -8,6 +8,9 @@ model and the SFT data.
 ``SamplingConfig`` / ``Sample``   sampling settings and one sampled completion
 ``RolloutEngine``                 many episodes at once, one ``generate`` per role per step, env snapshots
                                   per node (:mod:`joy_agents.rollout`)
+``Branch``                        a start that restores a snapshot and plays a given sample first
+``MemoryBank``                    reward-driven memory of one role (``MemoryConfig``), retrieval into
+                                  prompts (:mod:`joy_agents.memory`)
 ``build_tiny_model``              the embedded tiny Qwen2 model and its BPE tokenizer, built offline and
                                   cached (:mod:`joy_agents.tiny`)
 ``expert_policy``                 the environment's scripted expert, ``policy(env) -> str``
@@ -30,6 +33,9 @@ _EXPORTS = {
     "RolloutConfig": "joy_agents.rollout",
     "Trajectory": "joy_agents.rollout",
     "Node": "joy_agents.rollout",
+    "Branch": "joy_agents.rollout",
+    "MemoryBank": "joy_agents.memory",
+    "MemoryConfig": "joy_agents.memory",
     "summarize": "joy_agents.rollout",
     "build_tiny_model": "joy_agents.tiny",
     "expert_policy": "joy_env.expert",

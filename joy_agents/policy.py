@@ -742,7 +742,9 @@ class TeamPolicy:
         tokens = new_tokens.cpu().tolist()
         lp_rows = logprobs.tolist()
         completions = [tokens[r][: lengths[r]] for r in range(len(rows))]
-        hidden = set(eos_ids) | {pad_id}
+        # the text drops end-of-turn / padding tokens (special tokens), never content such as </answer>,
+        # even when the model's generation_config lists it as an eos id
+        hidden = (set(eos_ids) & set(int(t) for t in tok.all_special_ids)) | {pad_id}
         texts = tok.batch_decode(
             [[t for t in c if t not in hidden] for c in completions],
             skip_special_tokens=False,

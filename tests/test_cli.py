@@ -64,8 +64,9 @@ def test_shipped_yaml_configs_are_valid():
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    files = glob.glob(os.path.join(root, "examples", "configs", "sft_*.yaml"))
-    assert files
-    for f in files:
-        cfg = build_config(SFTTrainer, None, f, [])
-        assert cfg.model.startswith("Qwen/")
+    for trainer in ("sft", "grpo", "joyagents_grpo"):
+        files = glob.glob(os.path.join(root, "examples", "configs", f"{trainer}_*.yaml"))
+        assert files, trainer
+        for f in files:
+            cfg = build_config(load_trainer(trainer), None, f, [])
+            assert cfg.model.startswith("Qwen/")

@@ -304,7 +304,7 @@ def test_stop_strings_cut_after_first_stop(team, greedy_qa, width):
     assert cut[0].finish_reason == "stop" and stop in cut[0].text
 
 
-def test_eos_from_generation_config_ends_rows_and_is_hidden(team, greedy_qa):
+def test_eos_from_generation_config_ends_rows_but_content_tokens_stay_in_the_text(team, greedy_qa):
     tok = team.tokenizer
     prompts = _prompts(team)[:1]
     cfg = SamplingConfig(temperature=0, max_new_tokens=16, stop=())
@@ -321,8 +321,33 @@ def test_eos_from_generation_config_ends_rows_and_is_hidden(team, greedy_qa):
     m = full.completion_ids.index(extra) + 1
     assert s.finish_reason == "stop" and s.completion_ids == full.completion_ids[:m]
     assert s.completion_ids[-1] == extra  # the eos token is kept in the ids ...
-    assert s.text == tok.decode(full.completion_ids[: m - 1], skip_special_tokens=False)  # ... but not in the text
+    # ... and in the text unless it is a special (end-of-turn / padding) token: the tiny model's
+    # generation_config stops on </answer>, which must reach the env
+    expected = full.completion_ids[:m] if extra not in tok.all_special_ids else full.completion_ids[: m - 1]
+    assert s.text == tok.decode(expected, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     assert hf.generation_config.eos_token_id == saved
+
+
+def test_answer_end_token_listed_as_eos_stays_in_the_text(team):
+    tok = team.tokenizer
+    end = tok.convert_tokens_to_ids("</answer>")
+    hf = team.model_for("qa").get_base_model()
+    saved = hf.generation_config.eos_token_id
+    hf.generation_config.eos_token_id = [tok.eos_token_id, end]  # as the embedded tiny model ships
+    lm_head = hf.lm_head
+
+    def favour_end(module, inputs, output):
+        output = output.clone()
+        output[..., end] += 1e4
+        return output
+
+    handle = lm_head.register_forward_hook(favour_end)
+    try:
+        s = team.generate("qa", _prompts(team)[:1], SamplingConfig(temperature=0, max_new_tokens=8))[0][0]
+    finally:
+        handle.remove()
+        hf.generation_config.eos_token_id = saved
+    assert s.completion_ids == [end] and s.finish_reason == "stop" and s.text == "</answer>"
 
 
 def test_text_keeps_special_tokens_except_eos(team):

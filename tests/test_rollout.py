@@ -80,3 +80,31 @@ def test_starts_from_snapshots_and_greedy_is_deterministic(team):
     assert [n.completion_ids for n in a[0].nodes] == [n.completion_ids for n in b[0].nodes]
     c = engine.run([a[0].nodes[0].snapshot], sampling=greedy)  # branch from the first node
     assert [n.completion_ids for n in c[0].nodes] == [n.completion_ids for n in a[0].nodes]
+
+
+def test_memory_entries_reach_the_prompt_and_near_identical_queries_reuse_the_action(team):
+    from joy_agents.memory import MemoryBank, MemoryConfig
+    from joy_env.expert import expert_action
+
+    engine = _engine(team)
+    env = engine.prototype
+    env.reset(options={"task_index": 0})
+    query, action = env.task.query, expert_action(env)
+    shown = MemoryBank("master", MemoryConfig(min_similarity=0.5))
+    shown.write(query, 0, action, reward=1.0, mu=0.0, now=0)
+    engine = _engine(team)
+    engine.memory = {"master": shown}
+    (traj,) = engine.run([0])
+    first = traj.nodes[0]
+    assert first.memory_ids == (0,) and first.memory_key == query and first.role_turn == 0
+    prompt = team.tokenizer_for("master").decode(first.prompt_ids)
+    assert "Memory:" in prompt and action[:40] in prompt
+    assert shown.stats["hits"] >= 1
+
+    reuse = MemoryBank("master", MemoryConfig(min_similarity=0.5, reuse_similarity=0.99))
+    reuse.write(query, 0, action, reward=1.0, mu=0.0, now=0)
+    engine.memory = {"master": reuse}
+    (traj,) = engine.run([0])
+    first = traj.nodes[0]
+    assert first.finish_reason == "memory" and first.text == action and not first.trainable
+    assert traj.result["nodes"][0]["format_ok"]

@@ -51,3 +51,25 @@ def test_sft_smoke_run_lowers_the_loss_and_changes_adapters(tiny_dir, tmp_path):
     assert b_math and any(p.abs().sum() > 0 for p in b_math)
     assert results["examples_per_role"]["math"] > 0 and (tmp_path / "run" / "results.md").exists()
     assert results["examples_per_role"]["qa"] == 0 or any(p.abs().sum() > 0 for p in b_qa)
+
+
+def test_bucketed_order_covers_every_example_per_pass_with_low_padding_and_mixed_batches():
+    import random
+
+    from joy_trainers.sft import bucketed_order
+
+    rng = random.Random(0)
+    lengths = [rng.choice([40, 60, 300, 380]) + rng.randint(0, 9) for _ in range(256)]
+    order = bucketed_order(lengths, batch_size=8, epochs=2.5, seed=1)
+    assert len(order) == 640
+    assert sorted(order[:256]) == list(range(256)) and sorted(order[256:512]) == list(range(256))
+    batches = [order[i : i + 8] for i in range(0, 512, 8)]
+    padded = sum(8 * max(lengths[i] for i in b) for b in batches)
+    shuffled = list(range(256))
+    rng.shuffle(shuffled)
+    plain = sum(8 * max(lengths[i] for i in shuffled[k : k + 8]) for k in range(0, 256, 8)) * 2
+    assert padded < 0.75 * plain  # far less padding than random batches
+    # consecutive batches are not sorted by length across the pass (not one long block per role)
+    maxima = [max(lengths[i] for i in b) for b in batches[:32]]
+    assert maxima != sorted(maxima) and maxima != sorted(maxima, reverse=True)
+    assert bucketed_order(lengths, 8, 1.0, seed=1) == order[:256]  # deterministic
