@@ -498,12 +498,11 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
         return run / "team"
     rank, _ = world()
     if rank == 0:
-        tmp = run.with_name(run.name + f".tmp-{os.getpid()}")
-        print(f"[rl] no cached SFT team for these settings; running the sft tiny preset into {run}")
-        SFTTrainer(SFTConfig.from_dict({**values, "output_dir": str(tmp)})).train()
+        # team/team.json is written last: a run interrupted before it is redone from scratch
         if run.exists():
             shutil.rmtree(run)
-        os.replace(tmp, run)
+        print(f"[rl] no cached SFT team for these settings; running the sft tiny preset into {run}")
+        SFTTrainer(SFTConfig.from_dict({**values, "output_dir": str(run)})).train()
     if world()[1] > 1:
         torch.distributed.barrier()
     return run / "team"

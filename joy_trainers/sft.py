@@ -114,7 +114,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
         "model": "tiny",
         "sft_tasks": 400,
-        "base_epochs": 4.5,
+        "base_epochs": 3.0,
         "base_lr": 3e-3,
         "adapter_epochs": 0.25,
         "adapter_lr": 2e-3,

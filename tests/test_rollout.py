@@ -92,8 +92,12 @@ def test_memory_entries_reach_the_prompt_and_near_identical_queries_reuse_the_ac
     query, action = env.task.query, expert_action(env)
     shown = MemoryBank("master", MemoryConfig(min_similarity=0.5))
     shown.write(query, 0, action, reward=1.0, mu=0.0, now=0)
-    engine = _engine(team)
-    engine.memory = {"master": shown}
+    config = RolloutConfig(
+        sampling=SamplingConfig(temperature=1.0, max_new_tokens=8, stop=("</answer>",)),
+        max_cycles=4,
+        max_prompt_tokens=4096,  # keep the whole system message, where memory goes
+    )
+    engine = RolloutEngine(team, "joy/mixed-v0", "validation", 0, config, progress=False, memory={"master": shown})
     (traj,) = engine.run([0])
     first = traj.nodes[0]
     assert first.memory_ids == (0,) and first.memory_key == query and first.role_turn == 0
