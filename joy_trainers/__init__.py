@@ -1,14 +1,53 @@
 """joy_trainers: trainer plugins (``sft``, ``mappo``, ``grpo``, ``joyagents_grpo``) on Accelerate.
 
-``TRAINERS`` maps a trainer name to ``"module:Class"``; the class has ``config_class`` (a dataclass
-with ``from_dict``), ``presets`` (name -> dict of config values) and ``train() -> results dict``.
-Run one with ``joy-train --trainer NAME --preset tiny`` (see :mod:`joy_trainers.cli`).
+A trainer is one class that satisfies :class:`Trainer`: a ``name``, a ``config_class`` (a dataclass with
+``from_dict``), ``presets`` (name -> dict of config values), ``__init__(config)`` and
+``train() -> results dict`` (the ``results.json`` contents). ``TRAINERS`` maps the built-in names to
+``"module:Class"`` strings; other packages add theirs through the entry-point group ``joy_trainers``::
+
+    [project.entry-points.joy_trainers]
+    reinforce = "joy_reinforce:ReinforceTrainer"
+
+and run them with ``joy-train --trainer reinforce`` (see ``examples/custom_trainer/``).
 """
+
+from __future__ import annotations
+
+from typing import Any, Protocol
 
 TRAINERS: dict[str, str] = {
     "sft": "joy_trainers.sft:SFTTrainer",
     "grpo": "joy_trainers.grpo:GRPOTrainer",
     "joyagents_grpo": "joy_trainers.joyagents_grpo:JoyAgentsGRPOTrainer",
+    "mappo": "joy_trainers.mappo:MAPPOTrainer",
 }
 
-__all__ = ["TRAINERS"]
+ENTRY_POINT_GROUP = "joy_trainers"
+
+
+class Trainer(Protocol):
+    """What ``joy-train`` needs from a trainer class (and its instances)."""
+
+    name: str
+    config_class: type
+    presets: dict[str, dict[str, Any]]
+
+    def __init__(self, config: Any) -> None: ...
+
+    def train(self) -> dict[str, Any]: ...
+
+
+def available_trainers() -> dict[str, str]:
+    """Built-in trainers plus those installed under the ``joy_trainers`` entry-point group (name -> target).
+
+    A plugin cannot replace a built-in name.
+    """
+    from importlib.metadata import entry_points
+
+    found = dict(TRAINERS)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+__all__ = ["ENTRY_POINT_GROUP", "TRAINERS", "Trainer", "available_trainers"]

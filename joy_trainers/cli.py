@@ -19,15 +19,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from joy_trainers import TRAINERS
+from joy_trainers import available_trainers
 
 
 def load_trainer(name: str) -> type:
-    """The trainer class registered under ``name``."""
-    if name not in TRAINERS:
-        raise SystemExit(f"unknown trainer {name!r}; installed trainers: {', '.join(sorted(TRAINERS))}")
-    module, _, attr = TRAINERS[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    """The trainer class registered under ``name`` (built in, or a plugin's entry point)."""
+    trainers = available_trainers()
+    if name not in trainers:
+        raise SystemExit(f"unknown trainer {name!r}; installed trainers: {', '.join(sorted(trainers))}")
+    module, _, attr = trainers[name].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    missing = [a for a in ("config_class", "train") if not hasattr(cls, a)]
+    if missing:
+        raise SystemExit(f"trainer {name!r} ({trainers[name]}) lacks {missing}; see joy_trainers.Trainer")
+    return cls
 
 
 def _parse_value(text: str) -> Any:
@@ -68,7 +73,7 @@ def train_main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="joy-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--trainer", required=True, help=f"one of: {', '.join(sorted(TRAINERS))}")
+    parser.add_argument("--trainer", required=True, help="a trainer name, e.g. sft, grpo, joyagents_grpo")
     parser.add_argument("--preset", help="named configuration, e.g. tiny")
     parser.add_argument("--config", help="YAML file of configuration values")
     parser.add_argument("--output-dir", help="run directory (default runs/<trainer>-<timestamp>)")

@@ -28,3 +28,13 @@ def tiny_dir(tmp_path_factory):
     from joy_agents import tiny
 
     return tiny.build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", corpus_tasks=TINY_CORPUS_TASKS)
+
+
+@pytest.fixture(scope="session")
+def sft_run(tiny_dir, tmp_path_factory):
+    """A run directory holding a team (tiny base, fresh rank-2 adapters) as the sft trainer writes it."""
+    from joy_agents.policy import TeamConfig, TeamPolicy
+
+    run = tmp_path_factory.mktemp("sft_run")
+    TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4)).save(str(run / "team"))
+    return str(run)

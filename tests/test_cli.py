@@ -8,7 +8,7 @@ from joy_trainers.sft import PRESETS, SFTConfig, SFTTrainer
 
 
 def test_unknown_trainer_lists_installed_ones():
-    with pytest.raises(SystemExit, match="installed trainers: grpo, joyagents_grpo, sft"):
+    with pytest.raises(SystemExit, match="installed trainers: grpo, joyagents_grpo, mappo, .*sft"):
         load_trainer("ppo")
     with pytest.raises(SystemExit, match="installed trainers"):
         train_main(["--trainer", "nope"])

@@ -35,16 +35,6 @@ SMALL = {
 }
 
 
-@pytest.fixture(scope="module")
-def sft_run(tiny_dir, tmp_path_factory):
-    """A run directory holding a team (tiny base, fresh rank-2 adapters) as the sft trainer writes it."""
-    from joy_agents.policy import TeamConfig, TeamPolicy
-
-    run = tmp_path_factory.mktemp("sft_run")
-    TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4)).save(str(run / "team"))
-    return str(run)
-
-
 def _cfg(cls, sft_run, out, **kw):
     import dataclasses
 

@@ -1,0 +1,91 @@
+"""``reinforce``: REINFORCE with a running-mean baseline, as a JoyAgents trainer plugin.
+
+Install with ``pip install -e examples/custom_trainer`` and run ``joy-train --trainer reinforce --preset tiny``.
+Uses only the public pieces of JoyAgents: the rollout engine (through ``rl.trajectory_groups``), the shared
+update (``rl.policy_update``: on-policy, so its clipped ratio is 1 and the gradient is REINFORCE's), and the
+run helpers (setup, checkpoints, metrics, evaluation, results).
+
+One step: each task of the batch is played ``group_size`` times with every role sampling; the advantage of
+a trajectory is its team reward minus a running mean of past rewards; every node of the trajectory gets
+that advantage; every role that acted is updated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from joy_trainers import rl
+
+
+@dataclass
+class ReinforceConfig(rl.RLConfig):
+    """The shared RL options plus the baseline's smoothing (one line per field)."""
+
+    baseline_momentum: float = 0.9
+    """The baseline is updated as b <- m * b + (1 - m) * mean reward of the step."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.baseline_momentum < 1.0:
+            raise ValueError(f"baseline_momentum must be in [0, 1), got {self.baseline_momentum!r}")
+
+
+class ReinforceTrainer:
+    """REINFORCE with a baseline over whole trajectories of the team."""
+
+    name = "reinforce"
+    config_class = ReinforceConfig
+    presets: dict[str, dict[str, Any]] = {
+        "tiny": {"model": "tiny", "iterations": 1, "steps_per_iteration": 8, "tasks_per_step": 4, "group_size": 2,
+                 "lr": 1e-3, "beta": 0.0, "max_new_tokens": 96, "max_cycles": 10, "max_prompt_tokens": 288,
+                 "eval_tasks": 50}
+    }
+
+    def __init__(self, config: ReinforceConfig) -> None:
+        self.config = config
+        self.run = rl.RunDir(config.output_dir, self.name)
+        self.baseline: float | None = None
+
+    def train(self) -> dict[str, Any]:
+        cfg = self.config
+        state = rl.setup(self.run, cfg, None)
+        for step in range(state.step, cfg.total_steps):
+            row = self.step(state, step)
+            state.step = step + 1
+            if state.log is not None:
+                state.log.log(row)
+            state.progress(row)
+            if state.step % cfg.checkpoint_every == 0:
+                rl.checkpoint(self.run, state)
+        return rl.finish(self.run, state, self.name)
+
+    def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
+        cfg = self.config
+        timer = rl.Timer()
+        tasks = rl.shard(state.batch_tasks(step, cfg.tasks_per_step))
+        with timer("rollout"):
+            groups, trajectories, _ = rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)
+        rewards = [r for g in groups for r in g.rewards]
+        step_mean = sum(rewards) / len(rewards) if rewards else 0.0
+        baseline = step_mean if self.baseline is None else self.baseline
+        with timer("update"):
+            per_role: dict[str, tuple[list[Any], list[float]]] = {}
+            for g in groups:
+                for nodes, reward in zip(g.members, g.rewards, strict=True):
+                    for node in nodes:
+                        samples, advantages = per_role.setdefault(node.role, ([], []))
+                        samples.append(node)
+                        advantages.append(reward - baseline)
+            update = rl.UpdateConfig(temperature=cfg.temperature, max_completion_length=cfg.max_new_tokens,
+                                     micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
+            roles = sorted({r for rs in rl.all_gather_objects(sorted(per_role)) for r in rs})
+            stats = {
+                role: rl.policy_update(state.team, role, state.optimizers[role], *per_role.get(role, ([], [])), update)
+                for role in roles
+            }
+        m = cfg.baseline_momentum
+        self.baseline = step_mean if self.baseline is None else m * self.baseline + (1 - m) * step_mean
+        row = rl.step_row(step, cfg, groups, groups, trajectories, [], stats, {}, timer, state)
+        row["charts/baseline"] = baseline
+        return row

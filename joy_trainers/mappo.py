@@ -1,0 +1,256 @@
+"""``mappo``: multi-agent PPO with per-role actors and one centralised critic (the cooperative MARL baseline).
+
+One training step, top to bottom (:meth:`MAPPOTrainer.step`):
+
+1. **Rollouts.** Each task of the batch is played ``group_size`` times with every role sampling at
+   ``temperature`` (the actors are the roles' adapters).
+2. **Turn rewards.** Agent turn t of an episode earns its own format and efficiency shares
+   (``R_F_t - R_E_t`` from the env's per-node breakdown); the last turn also earns ``R_A`` and whatever
+   makes the turn rewards sum to the episode's team reward R.
+3. **Centralised critic.** V(s_t) reads the *global* state before turn t: the user's request and every
+   earlier turn of every agent (``[role] text`` lines), encoded by the shared base model with the adapters
+   switched off (frozen, no extra copy of the weights) and a trainable linear value head on the last
+   token's hidden state. Values are learnt normalised (running mean / std of the returns).
+4. **GAE** over each episode's agent turns (``gamma``, ``gae_lambda``), returns = advantages + values;
+   advantages normalised over all acting agents' turns of the step.
+5. **PPO.** ``ppo_epochs`` passes: each role's clipped-ratio loss on the tokens of its turns, each turn with
+   its own advantage (:func:`joy_trainers.rl.policy_update`), and the clipped value loss
+   (:func:`joy_trainers.losses.value_loss`) for the critic.
+
+Same rollout engine, reward module, checkpoints, metrics, evaluation and CLI as the GRPO trainers
+(:mod:`joy_trainers.rl`); each checkpoint also holds ``critic.pt`` (value head, its optimiser and the return
+statistics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from joy_trainers import rl
+from joy_trainers.losses import gae, value_loss
+
+
+@dataclass
+class MAPPOConfig(rl.RLConfig):
+    """The shared RL options (:class:`joy_trainers.rl.RLConfig`; ``group_size`` = episodes per task) and
+    these (one line per field)."""
+
+    gamma: float = 1.0
+    """Discount over agent turns (episodes are short and the reward is cooperative)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    ppo_epochs: int = 2
+    """Passes over each step's turns."""
+    critic_lr: float = 1e-3
+    """Learning rate of the value head."""
+    value_clip: float | None = 0.2
+    """Clipping of the (normalised) value update; None: plain squared error."""
+    critic_max_tokens: int = 512
+    """The global state keeps its last tokens."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
+            raise ValueError(f"gamma and gae_lambda must be in [0, 1], got {self.gamma!r}, {self.gae_lambda!r}")
+        if self.ppo_epochs < 1 or self.critic_lr <= 0:
+            raise ValueError(f"need ppo_epochs >= 1 and critic_lr > 0, got {self.ppo_epochs!r}, {self.critic_lr!r}")
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "model": "tiny",
+        "iterations": 1,
+        "steps_per_iteration": 12,
+        "tasks_per_step": 6,
+        "lr": 2e-3,
+        "beta": 0.0,
+        "max_new_tokens": 96,
+        "max_cycles": 10,
+        "max_prompt_tokens": 288,
+        "eval_tasks": 100,
+        "checkpoint_every": 3,
+    }
+}
+
+
+def global_states(trajectory: Any) -> list[str]:
+    """The critic's view before each turn: the request, then ``[role] text`` of every earlier turn."""
+    query = trajectory.nodes[0].memory_key if trajectory.nodes else ""
+    lines = [f"request: {query}"]
+    out = []
+    for node in trajectory.nodes:
+        out.append("\n".join(lines) + f"\nnext: {node.role}")
+        lines.append(f"[{node.role}] {node.text}")
+    return out
+
+
+def turn_rewards(trajectory: Any) -> list[float]:
+    """Per-turn rewards whose sum is the episode's team reward R (see the module documentation)."""
+    records = [n.breakdown for n in trajectory.nodes]
+    rewards = [float(r.get("R_F", 0.0)) - float(r.get("R_E", 0.0)) for r in records]
+    if rewards:
+        rewards[-1] += trajectory.reward - sum(rewards)
+    return rewards
+
+
+class Critic(torch.nn.Module):
+    """V(s): the team's base model with adapters off (frozen) and a trainable linear head."""
+
+    def __init__(self, team: Any, max_tokens: int) -> None:
+        super().__init__()
+        self.team = [team]  # not a submodule: the base weights stay the team's
+        role = team.roles[0]
+        hidden = team.model_for(role).get_base_model().config.hidden_size
+        self.head = torch.nn.Linear(hidden, 1).to(team.device)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+        self.max_tokens = max_tokens
+
+    @torch.no_grad()
+    def features(self, states: list[str]) -> torch.Tensor:
+        """Last-token hidden states of the base model for each state (B, hidden)."""
+        team = self.team[0]
+        role = team.roles[0]
+        tok = team.tokenizer_for(role)
+        model = team.model_for(role)
+        rows = [tok(s, add_special_tokens=False)["input_ids"][-self.max_tokens :] or [tok.pad_token_id] for s in states]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r) :] = torch.tensor(r)
+            mask[i, width - len(r) :] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        with model.disable_adapter():
+            out = model.get_base_model().model(
+                input_ids=ids.to(team.device), attention_mask=mask.to(team.device), position_ids=pos.to(team.device)
+            )
+        return out.last_hidden_state[:, -1, :].float()  # left padding: the last column is every row's last token
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.head(features).squeeze(-1)  # (B,) normalised values
+
+
+class MAPPOTrainer:
+    """Runs ``mappo`` (see the module documentation)."""
+
+    name = "mappo"
+    config_class = MAPPOConfig
+    presets = PRESETS
+
+    def __init__(self, config: MAPPOConfig) -> None:
+        self.config = config
+        self.run = rl.RunDir(config.output_dir, self.name)
+        self.value_mean, self.value_var, self.value_count = 0.0, 1.0, 1e-4
+
+    def train(self) -> dict[str, Any]:
+        cfg = self.config
+        state = rl.setup(self.run, cfg, None)
+        if not state.team.config.use_lora:
+            raise ValueError("mappo's critic reads the shared base with adapters off; use a LoRA team")
+        self.critic = Critic(state.team, cfg.critic_max_tokens)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        latest = rl.latest_checkpoint(self.run.checkpoints) if cfg.resume and state.step else None
+        if latest is not None and (latest / "critic.pt").is_file():
+            saved = torch.load(latest / "critic.pt", weights_only=False)
+            self.critic.head.load_state_dict(saved["head"])
+            self.critic_opt.load_state_dict(saved["optimizer"])
+            self.value_mean, self.value_var, self.value_count = saved["returns"]
+        for step in range(state.step, cfg.total_steps):
+            row = self.step(state, step)
+            state.step = step + 1
+            if state.log is not None:
+                state.log.log(row)
+            state.progress(row)
+            if state.step % cfg.checkpoint_every == 0:
+                rl.checkpoint(self.run, state)
+                self._save_critic()
+        return rl.finish(self.run, state, self.name)
+
+    def _save_critic(self) -> None:
+        """``critic.pt`` in the latest checkpoint (written to a temporary name, then renamed)."""
+        latest = rl.latest_checkpoint(self.run.checkpoints)
+        if latest is None or rl.world()[0] != 0:
+            return
+        tmp = latest / ".critic.pt.tmp"
+        returns = (self.value_mean, self.value_var, self.value_count)
+        torch.save({"head": self.critic.head.state_dict(), "optimizer": self.critic_opt.state_dict(),
+                    "returns": returns}, tmp)
+        tmp.replace(latest / "critic.pt")
+
+    def _normalise(self, returns: list[float]) -> None:
+        """Update the running mean / variance of the returns (parallel-variance formula)."""
+        if not returns:
+            return
+        t = torch.tensor(returns, dtype=torch.float64)
+        n, mean, var = float(len(returns)), float(t.mean()), float(t.var(unbiased=False))
+        total = self.value_count + n
+        delta = mean - self.value_mean
+        self.value_mean += delta * n / total
+        self.value_var = (self.value_var * self.value_count + var * n + delta**2 * self.value_count * n / total) / total
+        self.value_count = total
+
+    def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
+        """One training step; returns its metrics row."""
+        cfg = self.config
+        timer = rl.Timer()
+        tasks = rl.shard(state.batch_tasks(step, cfg.tasks_per_step))
+        with timer("rollout"):
+            groups, trajectories, _ = rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)
+        with timer("scoring"):
+            turns = [(t, i, n) for t in trajectories for i, n in enumerate(t.nodes)]
+            feats = self.critic.features([s for t in trajectories for s in global_states(t)]) if turns else None
+            std = max(self.value_var, 1e-8) ** 0.5
+            with torch.no_grad():
+                old_norm = self.critic(feats) if feats is not None else torch.zeros(0)
+            values = (old_norm.double() * std + self.value_mean).tolist()
+            advantages, returns, k = [], [], 0
+            for t in trajectories:
+                v = values[k : k + len(t.nodes)]
+                adv = gae(turn_rewards(t), v, cfg.gamma, cfg.gae_lambda)
+                advantages += adv
+                returns += [a + b for a, b in zip(adv, v, strict=True)]
+                k += len(t.nodes)
+            adv_t = torch.tensor(advantages, dtype=torch.float64)
+            if len(advantages) > 1:
+                adv_t = (adv_t - adv_t.mean()) / (adv_t.std() + 1e-8)
+            self._normalise(returns)
+            std = max(self.value_var, 1e-8) ** 0.5
+            target = ((torch.tensor(returns, dtype=torch.float64) - self.value_mean) / std).float()
+        with timer("update"):
+            per_role: dict[str, tuple[list[Any], list[float]]] = {}
+            for (_, _, node), a in zip(turns, adv_t.tolist(), strict=True):
+                if node.trainable:
+                    samples, advs = per_role.setdefault(node.role, ([], []))
+                    samples.append(node)
+                    advs.append(a)
+            update = rl.UpdateConfig(
+                loss_type=cfg.loss_type, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, beta=0.0,
+                temperature=cfg.temperature, max_completion_length=cfg.max_new_tokens,
+                micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm,
+            )
+            roles = sorted({r for rs in rl.all_gather_objects(sorted(per_role)) for r in rs})
+            stats: dict[str, Any] = {}
+            v_losses = []
+            for _ in range(cfg.ppo_epochs):
+                for role in roles:
+                    stats[role] = rl.policy_update(
+                        state.team, role, state.optimizers[role], *per_role.get(role, ([], [])), update
+                    )
+                if feats is not None and len(target):
+                    loss = value_loss(self.critic(feats), old_norm, target, cfg.value_clip)
+                    self.critic_opt.zero_grad()
+                    loss.backward()
+                    for p in self.critic.parameters():
+                        rl.all_reduce_sum(p.grad)
+                        p.grad /= rl.world()[1]
+                    self.critic_opt.step()
+                    v_losses.append(loss.item())
+        row = rl.step_row(step, cfg, groups, [], trajectories, [], stats, {}, timer, state)
+        row["losses/value_loss"] = sum(v_losses) / len(v_losses) if v_losses else 0.0
+        row["charts/value_mean"] = self.value_mean
+        row["charts/advantage_abs_mean"] = float(torch.tensor(advantages).abs().mean()) if advantages else 0.0
+        return row
