@@ -653,11 +653,9 @@ def setup(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         state.baseline = saved.get("baseline")
         state.tokens_total = int(saved.get("tokens_total", 0))
         state.wall_before = float(saved.get("wall_s", 0.0))
-        if banks:
-            from joy_agents.memory import MemoryBank as _Bank
-
-            for role, data in saved.get("memory", {}).items():
-                banks[role] = _Bank.from_dict(data, memory)
+        for role, data in saved.get("memory", {}).items():
+            if role in banks:
+                banks[role] = MemoryBank.from_dict(data, memory)
         if (latest / "reference.pt").is_file():
             state.reference = ReferencePolicy(team, [])
             state.reference.weights = torch.load(latest / "reference.pt", weights_only=False)
@@ -720,13 +718,11 @@ def select_global(groups: Sequence[Group], k: int | str) -> list[Group]:
     if size == 1:
         return select_top_k(groups, k)
     everyone = all_gather_objects([g.variance for g in groups])
-    flat = [(v, r, i) for r, vs in enumerate(everyone) for i, v in enumerate(vs)]
-    proxies = [Group(role="", rewards=[]) for _ in flat]
+    flat = [(v, r, i) for r, vs in enumerate(everyone) for i, v in enumerate(vs)]  # (variance, rank, index)
     order = sorted(range(len(flat)), key=lambda j: (-flat[j][0], j))
     keep = [j for j in order if flat[j][0] > 0]
     if k != "all":
         keep = keep[: int(k)]
-    del proxies
     return [groups[flat[j][2]] for j in sorted(keep) if flat[j][1] == rank]
 
 
