@@ -58,16 +58,7 @@ class GRPOTrainer:
     def train(self) -> dict[str, Any]:
         cfg = self.config
         state = rl.setup(self.run, cfg, None)
-        for step in range(state.step, cfg.total_steps):
-            if cfg.beta and (step % cfg.steps_per_iteration == 0 or state.reference is None):
-                state.reference = rl.ReferencePolicy(state.team, state.team.roles)  # a new RL iteration
-            row = self.step(state, step)
-            state.step = step + 1
-            if state.log is not None:
-                state.log.log(row)
-            state.progress(row)
-            if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0:
-                rl.checkpoint(self.run, state)
+        rl.run_steps(self.run, state, self.step)
         return rl.finish(self.run, state, self.name)
 
     def step(self, state: rl.RunState, step: int) -> dict[str, Any]:

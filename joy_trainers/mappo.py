@@ -159,15 +159,7 @@ class MAPPOTrainer:
             self.critic.head.load_state_dict(saved["head"])
             self.critic_opt.load_state_dict(saved["optimizer"])
             self.value_mean, self.value_var, self.value_count = saved["returns"]
-        for step in range(state.step, cfg.total_steps):
-            row = self.step(state, step)
-            state.step = step + 1
-            if state.log is not None:
-                state.log.log(row)
-            state.progress(row)
-            if state.step % cfg.checkpoint_every == 0:
-                rl.checkpoint(self.run, state)
-                self._save_critic()
+        rl.run_steps(self.run, state, self.step, refresh_reference=False, after_checkpoint=self._save_critic)
         return rl.finish(self.run, state, self.name)
 
     def _save_critic(self) -> None:
@@ -221,25 +213,15 @@ class MAPPOTrainer:
             std = max(self.value_var, 1e-8) ** 0.5
             target = ((torch.tensor(returns, dtype=torch.float64) - self.value_mean) / std).float()
         with timer("update"):
-            per_role: dict[str, tuple[list[Any], list[float]]] = {}
+            per_role: dict[str, list[tuple[Any, float]]] = {}
             for (_, _, node), a in zip(turns, adv_t.tolist(), strict=True):
                 if node.trainable:
-                    samples, advs = per_role.setdefault(node.role, ([], []))
-                    samples.append(node)
-                    advs.append(a)
-            update = rl.UpdateConfig(
-                loss_type=cfg.loss_type, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, beta=0.0,
-                temperature=cfg.temperature, max_completion_length=cfg.max_new_tokens,
-                micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm,
-            )
-            roles = sorted({r for rs in rl.all_gather_objects(sorted(per_role)) for r in rs})
+                    per_role.setdefault(node.role, []).append((node, a))
+            update = rl.update_config(cfg, beta=0.0)
             stats: dict[str, Any] = {}
             v_losses = []
             for _ in range(cfg.ppo_epochs):
-                for role in roles:
-                    stats[role] = rl.policy_update(
-                        state.team, role, state.optimizers[role], *per_role.get(role, ([], [])), update
-                    )
+                stats = rl.update_roles(state, per_role, update)
                 if feats is not None and len(target):
                     loss = value_loss(self.critic(feats), old_norm, target, cfg.value_clip)
                     self.critic_opt.zero_grad()

@@ -2,7 +2,9 @@
 
 - :class:`Group`, :func:`select_top_k`: GRPO groups and marginal-benefit selection by reward variance;
 - :func:`policy_update`: one clipped-ratio update of one role from scored samples (micro-batched, exact
-  global normalisation across micro-batches and processes, gradients all-reduced per role);
+  global normalisation across micro-batches and processes, gradients all-reduced per role), and
+  :func:`update_roles` running it for every role with samples on any process;
+- :func:`run_steps`: the training loop (reference refresh per iteration, logging, checkpoints);
 - :class:`ReferencePolicy`: a frozen copy of the trainable weights for the KL term;
 - :func:`save_checkpoint` / :func:`load_checkpoint`: atomic checkpoints (adapters, optimisers, memory,
   RNG, step) and ``--resume``;
@@ -286,9 +288,7 @@ def policy_update(
         with team.use_role(role):
             team.model_for(role).train()
             logps_list = team.logprobs(role, prompts, completions, cfg.temperature)
-        logps = torch.zeros(len(chunk), width, device=device)
-        for i, lp in enumerate(logps_list):
-            logps = logps.index_put((torch.tensor([i]), torch.arange(len(lp))), lp) if len(lp) else logps
+        logps = torch.nn.utils.rnn.pad_sequence(logps_list, batch_first=True)  # (B, width), grad kept
         old = _pad([s.logprobs for s, _ in chunk], width).to(device)
         mask = (torch.arange(width)[None, :] < torch.tensor([len(c) for c in completions])[:, None]).to(device)
         adv = torch.tensor([a for _, a in chunk], dtype=torch.float32, device=device)
@@ -738,30 +738,64 @@ def update_selected(state: RunState, selected: Sequence[Group], cfg: Any) -> dic
         else:
             for s, a in zip(g.samples, adv, strict=True):
                 per_role.setdefault(g.role, []).append((s, a))
-    roles = sorted({r for rs in all_gather_objects(sorted(per_role)) for r in rs})
-    ucfg = UpdateConfig(
+    return update_roles(state, per_role, update_config(cfg), state.reference)
+
+
+def update_config(cfg: RLConfig, beta: float | None = None) -> UpdateConfig:
+    """The :class:`UpdateConfig` of a trainer config (``beta`` overrides the config's)."""
+    return UpdateConfig(
         loss_type=cfg.loss_type,
         epsilon=cfg.epsilon,
         epsilon_high=cfg.epsilon_high,
-        beta=cfg.beta,
+        beta=cfg.beta if beta is None else beta,
         temperature=cfg.temperature,
         max_completion_length=cfg.max_new_tokens,
         micro_batch_size=cfg.micro_batch_size,
         max_grad_norm=cfg.max_grad_norm,
     )
+
+
+def update_roles(
+    state: RunState,
+    per_role: dict[str, list[tuple[Any, float]]],
+    ucfg: UpdateConfig,
+    reference: ReferencePolicy | None = None,
+) -> dict[str, Any]:
+    """One :func:`policy_update` per role that has ``(sample, advantage)`` pairs on any process, in the same
+    order on every process; returns the statistics per role."""
+    roles = sorted({r for rs in all_gather_objects(sorted(per_role)) for r in rs})
     stats: dict[str, Any] = {}
     for role in roles:
         rows = per_role.get(role, [])
-        stats[role] = policy_update(
-            state.team,
-            role,
-            state.optimizers[role],
-            [s for s, _ in rows],
-            [a for _, a in rows],
-            ucfg,
-            state.reference,
-        )
+        samples, advantages = [s for s, _ in rows], [a for _, a in rows]
+        stats[role] = policy_update(state.team, role, state.optimizers[role], samples, advantages, ucfg, reference)
     return stats
+
+
+def run_steps(
+    run: RunDir,
+    state: RunState,
+    step_fn: Any,
+    refresh_reference: bool = True,
+    after_checkpoint: Any = None,
+) -> None:
+    """The training loop every RL trainer shares: ``step_fn(state, step) -> metrics row`` for the remaining
+    steps, logging and progress after each, a checkpoint every ``checkpoint_every`` steps and at the end of
+    each RL iteration (then ``after_checkpoint()``). With ``refresh_reference`` and ``beta > 0``, each
+    iteration starts by copying the current weights into the reference policy."""
+    cfg = state.config
+    for step in range(state.step, cfg.total_steps):
+        if refresh_reference and cfg.beta and (step % cfg.steps_per_iteration == 0 or state.reference is None):
+            state.reference = ReferencePolicy(state.team, state.team.roles)  # a new RL iteration
+        row = step_fn(state, step)
+        state.step = step + 1
+        if state.log is not None:
+            state.log.log(row)
+        state.progress(row)
+        if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0:
+            checkpoint(run, state)
+            if after_checkpoint is not None:
+                after_checkpoint()
 
 
 def evolve_memory(state: RunState, groups: Sequence[Group], step: int) -> dict[str, Any]:

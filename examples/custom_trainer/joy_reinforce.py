@@ -50,14 +50,7 @@ class ReinforceTrainer:
     def train(self) -> dict[str, Any]:
         cfg = self.config
         state = rl.setup(self.run, cfg, None)
-        for step in range(state.step, cfg.total_steps):
-            row = self.step(state, step)
-            state.step = step + 1
-            if state.log is not None:
-                state.log.log(row)
-            state.progress(row)
-            if state.step % cfg.checkpoint_every == 0:
-                rl.checkpoint(self.run, state)
+        rl.run_steps(self.run, state, self.step, refresh_reference=False)
         return rl.finish(self.run, state, self.name)
 
     def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
@@ -70,20 +63,12 @@ class ReinforceTrainer:
         step_mean = sum(rewards) / len(rewards) if rewards else 0.0
         baseline = step_mean if self.baseline is None else self.baseline
         with timer("update"):
-            per_role: dict[str, tuple[list[Any], list[float]]] = {}
+            per_role: dict[str, list[tuple[Any, float]]] = {}
             for g in groups:
                 for nodes, reward in zip(g.members, g.rewards, strict=True):
                     for node in nodes:
-                        samples, advantages = per_role.setdefault(node.role, ([], []))
-                        samples.append(node)
-                        advantages.append(reward - baseline)
-            update = rl.UpdateConfig(temperature=cfg.temperature, max_completion_length=cfg.max_new_tokens,
-                                     micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
-            roles = sorted({r for rs in rl.all_gather_objects(sorted(per_role)) for r in rs})
-            stats = {
-                role: rl.policy_update(state.team, role, state.optimizers[role], *per_role.get(role, ([], [])), update)
-                for role in roles
-            }
+                        per_role.setdefault(node.role, []).append((node, reward - baseline))
+            stats = rl.update_roles(state, per_role, rl.update_config(cfg, beta=0.0))
         m = cfg.baseline_momentum
         self.baseline = step_mean if self.baseline is None else m * self.baseline + (1 - m) * step_mean
         row = rl.step_row(step, cfg, groups, groups, trajectories, [], stats, {}, timer, state)
