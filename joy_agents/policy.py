@@ -695,12 +695,16 @@ class TeamPolicy:
             if len(enc) == 1:
                 stop_token_ids.append(int(enc[0]))
         end_ids = sorted(set(eos_ids) | set(stop_token_ids))
+        # an added token (e.g. </answer> of the tiny tokenizer) is always encoded alone, so its id alone
+        # detects it; only other stop strings need the decoded tail at every step
+        added = tok.get_added_vocab()
+        text_stops = tuple(s for s in config.stop if s not in added)
 
         rows = [p for p in prompts for _ in range(num_samples)]
         input_ids, attention_mask, _ = self._left_pad(rows, pad_id)
         prompt_len = input_ids.shape[1]
         recorder = _LogprobRecorder(config.temperature, config.top_p)
-        criterion = _StopCriterion(tok, end_ids, config.stop, prompt_len, len(rows), input_ids.device)
+        criterion = _StopCriterion(tok, end_ids, text_stops, prompt_len, len(rows), input_ids.device)
         sampling = config.temperature > 0
         gen_kwargs: dict[str, Any] = dict(
             max_new_tokens=config.max_new_tokens,

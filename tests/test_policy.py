@@ -304,6 +304,23 @@ def test_stop_strings_cut_after_first_stop(team, greedy_qa, width):
     assert cut[0].finish_reason == "stop" and stop in cut[0].text
 
 
+def test_added_token_stops_end_rows_by_id_without_decoding(team, monkeypatch):
+    import joy_agents.policy as policy
+
+    seen = []
+
+    class Spy(policy._StopCriterion):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen.append(self)
+
+    monkeypatch.setattr(policy, "_StopCriterion", Spy)
+    team.generate("qa", _prompts(team)[:1], SamplingConfig(temperature=0, max_new_tokens=4, stop=("</answer>", "zz")))
+    answer_end = team.tokenizer.convert_tokens_to_ids("</answer>")
+    assert seen[0].stop_strings == ("zz",)  # only the plain-text stop is looked for in the decoded tail
+    assert answer_end in seen[0].stop_ids.tolist()
+
+
 def test_eos_from_generation_config_ends_rows_but_content_tokens_stay_in_the_text(team, greedy_qa):
     tok = team.tokenizer
     prompts = _prompts(team)[:1]
