@@ -9,8 +9,8 @@ run.
     python benchmarks/sampling_cost.py --out benchmarks/results/sampling_cost.json
     python benchmarks/sampling_cost.py --team runs/sft-.../team --tasks 8 --group-size 5
 
-Without ``--team`` it uses the cached tiny SFT team when there is one, otherwise a fresh tiny team
-(untrained adapters on the embedded tiny model: longer, looping turns).
+Without ``--team`` it uses the cached team of the tiny SFT preset (seed 0) when there is one, otherwise a
+fresh tiny team (untrained adapters on the embedded tiny model: longer, looping turns).
 """
 
 from __future__ import annotations
@@ -38,13 +38,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
     from joy_agents.rollout import Branch, RolloutConfig, RolloutEngine
-    from joy_agents.tiny import build_tiny_model, default_cache_dir
+    from joy_agents.tiny import build_tiny_model
+    from joy_trainers.rl import tiny_sft_dir
 
     torch.manual_seed(0)
     team_dir = args.team
     if team_dir is None:
-        cached = sorted(Path(default_cache_dir()).glob("sft-*/team/team.json"))
-        team_dir = str(cached[0].parent) if cached else None
+        cached = tiny_sft_dir() / "team"
+        team_dir = str(cached) if (cached / "team.json").is_file() else None
     if team_dir:
         team = TeamPolicy.load(team_dir)
         source = team_dir

@@ -35,7 +35,8 @@ def load_trainer(name: str) -> type:
     return cls
 
 
-def _parse_value(text: str) -> Any:
+def parse_value(text: str) -> Any:
+    """A `--set` value: JSON when it parses (numbers, true, null, lists, quoted strings), else the text."""
     try:
         return json.loads(text)
     except ValueError:
@@ -62,7 +63,7 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
         key, sep, raw = item.partition("=")
         if not sep:
             raise SystemExit(f"--set expects key=value, got {item!r}")
-        values[key.strip()] = _parse_value(raw)
+        values[key.strip()] = parse_value(raw)
     try:
         return trainer.config_class.from_dict(values)
     except (TypeError, ValueError) as exc:

@@ -87,6 +87,11 @@ class RLConfig:
     """Test tasks evaluated before and after (0: skip)."""
     eval_split: str = "test"
     """Split evaluated."""
+    eval_baseline: bool = True
+    """Evaluate the starting team too (``baseline_metrics``); off when a caller evaluates it once for many runs."""
+    token_budget: int = 0
+    """Stop once this many tokens have been generated in training rollouts, over all processes (0: run every
+    step). Gives trainers with different sampling schemes the same budget (``benchmarks/run_baselines.py``)."""
     checkpoint_every: int = 5
     """Steps between checkpoints (and at the end of every iteration)."""
     resume: bool = False
@@ -113,6 +118,8 @@ class RLConfig:
             raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0 for sampling groups, got {self.temperature!r}")
+        if isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0:
+            raise ValueError(f"token_budget must be an int >= 0 (0: no budget), got {self.token_budget!r}")
         if self.lr <= 0 or self.beta < 0 or self.epsilon <= 0:
             raise ValueError(f"need lr > 0, beta >= 0, epsilon > 0; got {self.lr!r}, {self.beta!r}, {self.epsilon!r}")
 
@@ -487,13 +494,9 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
             f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only the embedded "
             "tiny models are fine-tuned automatically"
         )
-    from joy_agents.tiny import default_cache_dir
-    from joy_trainers.sft import PRESETS, SFTConfig, SFTTrainer
+    from joy_trainers.sft import SFTConfig, SFTTrainer
 
-    values = {**PRESETS["tiny"], "model": model, "seed": seed, **(sft_overrides or {})}
-    values.update({"eval_tasks": 0, "output_dir": None})
-    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
-    run = Path(default_cache_dir()) / f"sft-{digest}"
+    run = tiny_sft_dir(model, seed, sft_overrides)
     if (run / "team" / "team.json").is_file():
         return run / "team"
     rank, _ = world()
@@ -502,10 +505,29 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
         if run.exists():
             shutil.rmtree(run)
         print(f"[rl] no cached SFT team for these settings; running the sft tiny preset into {run}")
-        SFTTrainer(SFTConfig.from_dict({**values, "output_dir": str(run)})).train()
+        values = {**tiny_sft_values(model, seed, sft_overrides), "output_dir": str(run)}
+        SFTTrainer(SFTConfig.from_dict(values)).train()
     if world()[1] > 1:
         torch.distributed.barrier()
     return run / "team"
+
+
+def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``sft`` options of the automatic tiny SFT run (its tiny preset, ``sft_overrides``, no evaluation)."""
+    from joy_trainers.sft import PRESETS
+
+    values = {**PRESETS["tiny"], "model": model, "seed": seed, **(sft_overrides or {})}
+    return {**values, "eval_tasks": 0, "output_dir": None}
+
+
+def tiny_sft_dir(model: str = "tiny", seed: int = 0, sft_overrides: dict[str, Any] | None = None) -> Path:
+    """Where :func:`sft_team` caches the automatic tiny SFT run of these settings (it may not exist yet)."""
+    from joy_agents.tiny import BUILD_VERSION, default_cache_dir
+
+    # a new tiny-model build (tokenizer or shape) must not reuse a team fine-tuned from the old one
+    key = {**tiny_sft_values(model, seed, sft_overrides), "tiny_build": BUILD_VERSION}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return Path(default_cache_dir()) / f"sft-{digest}"
 
 
 class Timer:
@@ -663,7 +685,7 @@ def setup(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
             state.log.truncate(state.step)
         if rank == 0:
             print(f"[rl] resumed from {latest} at step {state.step}")
-    elif cfg.eval_tasks and rank == 0:
+    elif cfg.eval_tasks and cfg.eval_baseline and rank == 0:
         print(f"[rl] evaluating the starting team on {cfg.eval_tasks} {cfg.eval_split} tasks")
         state.baseline = evaluate(state, with_memory=False)
     if size > 1:
@@ -782,9 +804,13 @@ def run_steps(
     """The training loop every RL trainer shares: ``step_fn(state, step) -> metrics row`` for the remaining
     steps, logging and progress after each, a checkpoint every ``checkpoint_every`` steps and at the end of
     each RL iteration (then ``after_checkpoint()``). With ``refresh_reference`` and ``beta > 0``, each
-    iteration starts by copying the current weights into the reference policy."""
+    iteration starts by copying the current weights into the reference policy. With ``token_budget``, the
+    loop ends (after a checkpoint) at the first step that brings the generated tokens to the budget."""
     cfg = state.config
+    budget = getattr(cfg, "token_budget", 0)
     for step in range(state.step, cfg.total_steps):
+        if budget and state.tokens_total >= budget:
+            break
         if refresh_reference and cfg.beta and (step % cfg.steps_per_iteration == 0 or state.reference is None):
             state.reference = ReferencePolicy(state.team, state.team.roles)  # a new RL iteration
         row = step_fn(state, step)
@@ -792,7 +818,8 @@ def run_steps(
         if state.log is not None:
             state.log.log(row)
         state.progress(row)
-        if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0:
+        spent = bool(budget) and state.tokens_total >= budget
+        if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0 or spent:
             checkpoint(run, state)
             if after_checkpoint is not None:
                 after_checkpoint()

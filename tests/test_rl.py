@@ -152,6 +152,24 @@ def test_small_run_writes_metrics_checkpoints_and_results(sft_run, tmp_path, tra
     assert (out / "team" / "team.json").is_file() and rl.latest_checkpoint(out / "checkpoints").name == "step-2"
 
 
+def test_token_budget_stops_at_the_first_step_that_reaches_it(sft_run, tmp_path):
+    first = GRPOTrainer(_cfg(GRPOConfig, sft_run, tmp_path / "one", steps_per_iteration=1)).train()
+    per_step = first["generated_tokens"]
+    assert per_step > 0
+    out = tmp_path / "budget"
+    cfg = _cfg(GRPOConfig, sft_run, out, steps_per_iteration=50, checkpoint_every=50,
+               token_budget=per_step + 1, eval_tasks=2, eval_baseline=False)
+    results = GRPOTrainer(cfg).train()
+    rows = _read_rows(out)
+    assert 2 <= results["steps"] == len(rows) < 50  # needed more than one step's tokens, then stopped
+    assert results["generated_tokens"] >= per_step + 1
+    assert rows[-2]["charts/tokens_generated_total"] < per_step + 1  # it did not stop later than needed
+    assert rl.latest_checkpoint(out / "checkpoints").name == f"step-{results['steps']}"
+    assert results["baseline_metrics"] is None and results["metrics"]["episodes"] == 2
+    with pytest.raises(ValueError, match="token_budget"):
+        _cfg(GRPOConfig, sft_run, out, token_budget=-1)
+
+
 def test_checkpoint_round_trip_restores_weights_optimiser_and_rng(sft_run, tmp_path):
     team = _team(sft_run)
     opts = rl.make_optimizers(team, 1e-2)
