@@ -1,0 +1,83 @@
+"""benchmarks/run_baselines.py and benchmarks/run_all.py on tiny settings: equal token budgets, the summary
+over seeds, the table and plots, and a rerun that reuses finished runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL_RL = ["tasks_per_step=2", "group_size=2", "max_nodes=2", "max_new_tokens=12", "max_cycles=3",
+            "max_prompt_tokens=256"]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "benchmarks", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mean_std_and_summary():
+    bench = _load("run_baselines")
+    assert bench.mean_std([]) == (0.0, 0.0) and bench.mean_std([2.0]) == (2.0, 0.0)
+    mu, sd = bench.mean_std([1.0, 2.0, 3.0])
+    assert mu == 2.0 and sd == pytest.approx(1.0)
+    rows = [
+        {"method": "a", "seed": s, "success_rate": v, "mean_reward": v, "mean_accuracy": 0.0, "format_valid_rate": 1.0,
+         "generated_tokens": 10 * (s + 1), "train_wall_s": 1.0, "per_domain": {"qa": v}}
+        for s, v in ((0, 0.0), (1, 0.5))
+    ]
+    summary = bench.summarize(rows)
+    assert summary["a"]["success_rate"] == 0.25 and summary["a"]["generated_tokens"] == 15
+    assert summary["a"]["per_domain_success"] == {"qa": 0.25}
+    assert "| a | 2 | 15 |" in bench.table(summary, {"eval_tasks": 2, "budget": 10, "seeds": [0, 1]})
+
+
+def test_baselines_share_the_budget_and_rerun_reuses_finished_runs(sft_run, tmp_path):
+    bench = _load("run_baselines")
+    out = tmp_path / "bl"
+    argv = ["--out-dir", str(out), "--sft-run", sft_run, "--methods", "sft", "grpo", "joyagents_grpo_k1",
+            "--seeds", "0", "--budget", "40", "--eval-tasks", "2"]
+    for item in SMALL_RL:
+        argv += ["--set", item]
+    report = bench.main(argv)
+    runs = {r["method"]: r for r in report["runs"]}
+    assert set(runs) == {"sft", "grpo", "joyagents_grpo_k1"}
+    assert runs["sft"]["generated_tokens"] == 0
+    for method in ("grpo", "joyagents_grpo_k1"):
+        run_dir = out / "runs" / f"{method}-s0"
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert runs[method]["generated_tokens"] >= 40  # ran until the budget was reached ...
+        assert len(rows) == 1 or rows[-2]["charts/tokens_generated_total"] < 40  # ... and stopped there
+        assert runs[method]["train_wall_s"] > 0
+        saved = json.loads((run_dir / "results.json").read_text())
+        assert saved["config"]["token_budget"] == 40 and saved["config"]["max_new_tokens"] == 12
+    assert saved["config"]["top_k"] == 1
+    for name in ("baselines.json", "baselines.md", "success_vs_tokens.png", "success_vs_wall.png"):
+        assert (out / name).is_file(), name
+    assert "| joyagents_grpo_k1 |" in (out / "baselines.md").read_text()
+
+    stamp = (out / "runs" / "grpo-s0" / "results.json").stat().st_mtime_ns
+    again = bench.main(argv)  # every run is done: nothing is retrained
+    assert (out / "runs" / "grpo-s0" / "results.json").stat().st_mtime_ns == stamp
+    assert again["summary"] == report["summary"]
+
+
+def test_run_all_writes_a_summary_and_reports_failures(tmp_path, monkeypatch):
+    run_all = _load("run_all")
+    fast = ["--episodes", "20", "--pool", "20", "--repeats", "10", "--pz-env", ""]
+    monkeypatch.setitem(run_all.BENCHMARKS, "env_speed", {"quick": fast, "full": fast})
+    monkeypatch.setitem(run_all.BENCHMARKS, "sampling_cost", {"quick": ["--no-such-option"], "full": []})
+    with pytest.raises(SystemExit):  # one benchmark failed: reported in the summary and the exit status
+        run_all.main(["--quick", "--only", "env_speed", "sampling_cost", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "summary.json").read_text())
+    assert report["status"]["env_speed"]["rc"] == 0 and report["status"]["sampling_cost"]["rc"] != 0
+    figures = {f["figure"]: f["value"] for f in report["figures"]}
+    assert figures["expert env turns / s (slowest env id)"] > 0
+    assert figures["node-wise continuations run"] is None
+    assert (tmp_path / "env_speed.json").is_file()
+    assert "| sampling_cost | node-wise continuations run | missing |" in (tmp_path / "summary.md").read_text()
