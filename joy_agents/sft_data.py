@@ -123,3 +123,35 @@ def tokenize_example(tokenizer: Any, example: Example, max_length: int | None = 
         "input_ids": list(prompt_ids) + list(completion_ids),
         "labels": [-100] * len(prompt_ids) + list(completion_ids),
     }
+
+
+def conversations(examples: Sequence[Example]) -> list[Example]:
+    """The examples that end a conversation: those whose messages are not the start of a later example of
+    the same task and role. Each one's messages plus its completion is that role's whole conversation."""
+    groups: dict[tuple[str, str], list[Example]] = {}
+    for ex in examples:
+        groups.setdefault((ex.task_id, ex.role), []).append(ex)
+    out = []
+    for group in groups.values():
+        for ex in group:
+            n = len(ex.messages)
+            if not any(len(o.messages) > n and o.messages[:n] == ex.messages for o in group):
+                out.append(ex)
+    return out
+
+
+def language_model_windows(tokenizer: Any, examples: Sequence[Example], max_length: int) -> list[dict[str, list[int]]]:
+    """Causal-LM rows over every token of each whole conversation (system prompt, tools, requests, tool
+    results, answers), cut into consecutive windows of at most ``max_length`` tokens: pretraining data for a
+    randomly initialised base. Every token but a window's first is a label; windows under 2 tokens are dropped."""
+    if max_length < 2:
+        raise ValueError(f"max_length must be >= 2, got {max_length!r}")
+    rows = []
+    for ex in conversations(examples):
+        ids = tokenize_example(tokenizer, ex)["input_ids"]
+        for start in range(0, len(ids), max_length):
+            window = ids[start : start + max_length]
+            if len(window) >= 2:
+                # the first token has no earlier position to be predicted from
+                rows.append({"input_ids": window, "labels": [-100, *window[1:]]})
+    return rows

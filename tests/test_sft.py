@@ -73,3 +73,26 @@ def test_bucketed_order_covers_every_example_per_pass_with_low_padding_and_mixed
     maxima = [max(lengths[i] for i in b) for b in batches[:32]]
     assert maxima != sorted(maxima) and maxima != sorted(maxima, reverse=True)
     assert bucketed_order(lengths, 8, 1.0, seed=1) == order[:256]  # deterministic
+
+
+def test_base_stage_with_the_language_model_loss_trains_on_whole_conversations(tiny_dir, tmp_path):
+    config = SFTConfig(
+        model=str(tiny_dir),
+        env_id="joy/math-v0",
+        sft_tasks=4,
+        base_epochs=4,
+        base_loss="all",
+        base_lr=1e-2,
+        adapter_epochs=0,
+        batch_size=4,
+        max_length=96,
+        eval_tasks=0,
+        output_dir=str(tmp_path / "run"),
+    )
+    SFTTrainer(config).train()
+    logs = json.loads((tmp_path / "run" / "logs.json").read_text())
+    losses = [e["loss"] for e in logs["base"] if "loss" in e]
+    assert len(losses) >= 2 and losses[-1] < losses[0]
+    assert (tmp_path / "run" / "base" / "config.json").is_file()
+    with pytest.raises(ValueError, match="base_loss"):
+        SFTConfig(base_loss="prompt")

@@ -26,3 +26,24 @@ def test_expert_examples_cover_every_turn_and_role():
     assert len(roles["master"]) == sum(len(t.route) + 1 for t in tasks)
     collab = [t for t in tasks if t.domain == "collaborative"]
     assert len(collab) == 6  # 26 tasks = 2 blocks of 10 single + 3 collaborative
+
+
+def test_conversations_keep_each_roles_whole_conversation_once(tiny_dir):
+    from transformers import AutoTokenizer
+
+    from joy_agents.sft_data import conversations, language_model_windows, tokenize_example
+
+    env = joy_env.make("joy/mixed-v0", split="train")
+    examples = expert_examples(env, range(13))
+    convs = conversations(examples)
+    assert {(c.task_id, c.role) for c in convs} == {(e.task_id, e.role) for e in examples}
+    for ex in examples:  # every turn is inside exactly one kept conversation of its task and role
+        holders = [c for c in convs if (c.task_id, c.role) == (ex.task_id, ex.role)
+                   and c.messages[: len(ex.messages)] == ex.messages]
+        assert len(holders) == 1
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
+    rows = language_model_windows(tok, examples, 64)
+    assert rows and all(2 <= len(r["input_ids"]) <= 64 and r["labels"] == [-100, *r["input_ids"][1:]] for r in rows)
+    total = sum(len(tokenize_example(tok, c)["input_ids"]) for c in convs)
+    assert total - len(convs) < sum(len(r["input_ids"]) for r in rows) <= total  # every token, at most once
