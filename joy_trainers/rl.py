@@ -611,7 +611,8 @@ class RunState:
 
     def progress(self, row: dict[str, Any]) -> None:
         if self.bar is not None:
-            self.bar.update(1)
+            # with a token budget the bar counts generated tokens (the steps needed are not known ahead)
+            self.bar.update(row["charts/tokens_generated"] if getattr(self.config, "token_budget", 0) else 1)
             self.bar.set_postfix(
                 reward=f"{row['charts/reward_mean']:.3f}", selected=row["groups/selected"], refresh=False
             )
@@ -693,7 +694,11 @@ def setup(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     if rank == 0:
         from tqdm.auto import tqdm
 
-        state.bar = tqdm(total=cfg.total_steps, initial=state.step, desc=run.path.name, unit="step")
+        if getattr(cfg, "token_budget", 0):
+            total, initial, unit = cfg.token_budget, min(state.tokens_total, cfg.token_budget), "tok"
+        else:
+            total, initial, unit = cfg.total_steps, state.step, "step"
+        state.bar = tqdm(total=total, initial=initial, desc=run.path.name, unit=unit)
     return state
 
 
