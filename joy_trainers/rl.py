@@ -589,6 +589,9 @@ class RunState:
     reference: ReferencePolicy | None = None
     baseline: dict[str, Any] | None = None
     tokens_total: int = 0
+    trainer_state: dict[str, Any] = field(default_factory=dict)
+    """JSON-able values a trainer carries from step to step (e.g. a running baseline): saved in every
+    checkpoint and restored by ``--resume``."""
     wall_before: float = 0.0
     started: float = field(default_factory=time.perf_counter)
     bar: Any = None
@@ -676,6 +679,7 @@ def setup(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         state.baseline = saved.get("baseline")
         state.tokens_total = int(saved.get("tokens_total", 0))
         state.wall_before = float(saved.get("wall_s", 0.0))
+        state.trainer_state = dict(saved.get("trainer_state", {}))
         for role, data in saved.get("memory", {}).items():
             if role in banks:
                 banks[role] = MemoryBank.from_dict(data, memory)
@@ -729,6 +733,7 @@ def checkpoint(run: RunDir, state: RunState) -> None:
             "tokens_total": state.tokens_total,
             "wall_s": state.wall,
             "memory": {r: b.to_dict() for r, b in state.banks.items()},
+            "trainer_state": state.trainer_state,
         }
         path = save_checkpoint(run.checkpoints, state.step, state.team, state.optimizers, extra)
         if state.reference is not None:

@@ -51,6 +51,18 @@ def test_example_plugin_installs_and_runs_two_steps_through_joy_train(sft_run, t
         assert results["trainer"] == "reinforce" and results["steps"] == 2
         rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows] == [1, 2] and all("charts/baseline" in r for r in rows)
+        # the running baseline lives in the checkpoint: a resumed run continues it instead of restarting
+        m = 0.9  # baseline_momentum's default
+        expected = m * rows[0]["charts/reward_mean"] + (1 - m) * rows[1]["charts/reward_mean"]
+        assert rows[0]["charts/baseline"] == rows[0]["charts/reward_mean"]
+        resume = list(cmd)
+        resume[resume.index("steps_per_iteration=2")] = "steps_per_iteration=3"
+        again = subprocess.run([*resume, "--resume"], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": REPO})
+        assert again.returncode == 0, again.stderr[-3000:]
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in rows] == [1, 2, 3]
+        assert rows[2]["charts/baseline"] == pytest.approx(expected, abs=1e-9)
         listing = subprocess.run(
             [sys.executable, "-c", "from joy_trainers import available_trainers as a; print(sorted(a()))"],
             capture_output=True, text=True,

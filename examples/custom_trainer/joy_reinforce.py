@@ -45,7 +45,6 @@ class ReinforceTrainer:
     def __init__(self, config: ReinforceConfig) -> None:
         self.config = config
         self.run = rl.RunDir(config.output_dir, self.name)
-        self.baseline: float | None = None
 
     def train(self) -> dict[str, Any]:
         cfg = self.config
@@ -61,7 +60,8 @@ class ReinforceTrainer:
             groups, trajectories, _ = rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)
         rewards = [r for g in groups for r in g.rewards]
         step_mean = sum(rewards) / len(rewards) if rewards else 0.0
-        baseline = step_mean if self.baseline is None else self.baseline
+        kept = state.trainer_state.get("baseline")  # checkpointed with the run: --resume continues it
+        baseline = step_mean if kept is None else kept
         with timer("update"):
             per_role: dict[str, list[tuple[Any, float]]] = {}
             for g in groups:
@@ -70,7 +70,7 @@ class ReinforceTrainer:
                         per_role.setdefault(node.role, []).append((node, reward - baseline))
             stats = rl.update_roles(state, per_role, rl.update_config(cfg, beta=0.0))
         m = cfg.baseline_momentum
-        self.baseline = step_mean if self.baseline is None else m * self.baseline + (1 - m) * step_mean
+        state.trainer_state["baseline"] = step_mean if kept is None else m * kept + (1 - m) * step_mean
         row = rl.step_row(step, cfg, groups, groups, trajectories, [], stats, {}, timer, state)
         row["charts/baseline"] = baseline
         return row
