@@ -10,7 +10,8 @@ way (0 tokens). All runs use one RL iteration (the reference policy is the SFT t
 Outputs in ``--out-dir``: ``baselines.json`` (every run and the mean / std per method), ``baselines.md``
 (the table), ``success_vs_tokens.png`` and ``success_vs_wall.png`` (test success and mean reward against
 generated tokens and against training wall time), and ``runs/<method>-s<seed>/`` (each run directory). A
-run whose ``results.json`` exists is not redone, so an interrupted benchmark continues where it stopped.
+run whose ``results.json`` exists is not redone (an unfinished one is started again), so an interrupted
+benchmark continues where it stopped.
 
     python benchmarks/run_baselines.py --quick --out-dir benchmarks/results/baselines-quick   # <= 5 min
     python benchmarks/run_baselines.py --out-dir benchmarks/results/baselines                 # <= 60 min
@@ -23,6 +24,7 @@ import argparse
 import json
 import math
 import platform
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -94,6 +96,8 @@ def run_one(
         out.mkdir(parents=True, exist_ok=True)
         done.write_text(json.dumps(results, indent=2))
     else:
+        if out.exists():  # an interrupted run: start it again
+            shutil.rmtree(out)
         cls, config = method_config(method, seed, sft_run, budget, eval_tasks, out, common)
         results = cls(config).train()
         rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]

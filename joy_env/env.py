@@ -64,7 +64,9 @@ samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "ma
 Version history
 ---------------
 * v0: first release. Before the first published results, ``call_agent``'s ``query`` became optional
-  (omitted: the user's request is forwarded) and the expert forwards single-domain requests that way.
+  (omitted: the user's request is forwarded) and the expert forwards single-domain requests that way;
+  the math template "shopping change" no longer fails to generate a task whose total reaches $200 (it is
+  paid with $100 bills; every task that generated before is unchanged).
 """
 
 from __future__ import annotations

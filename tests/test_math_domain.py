@@ -270,3 +270,21 @@ def test_discount_part() -> None:
     for bad_price, bad_qty in ((0, 1), (-5.0, 1), (10.0, 0), (10.0, 1.5), (float("nan"), 1)):
         with pytest.raises(ValueError):
             md.discount_part(random.Random(0), "train", bad_price, bad_qty)  # type: ignore[arg-type]
+
+
+def test_shopping_change_pays_any_total_and_keeps_earlier_tasks() -> None:
+    big = 0
+    for i in range(4000):
+        steps = md._Steps()
+        text = md._t_shopping_change(random.Random(i), "train", steps)  # never fails to generate
+        m = re.search(r"pays with (?:a \$(\d+) bill|(\d+) \$100 bills)", text)
+        assert m, text
+        paid = int(m.group(1)) if m.group(1) else 100 * int(m.group(2))
+        total = Fraction(steps.results[2])
+        assert Fraction(steps.results[-1]) == paid - total and 0 < paid - total <= 100
+        if m.group(2):
+            big += 1
+            assert total >= 200
+        else:
+            assert total < 200
+    assert big  # the seeds above include totals of $200 or more (they used to fail)

@@ -326,13 +326,16 @@ def _t_shopping_change(rng: random.Random, split: str, s: _Steps) -> str:
     a, b = rng.randint(2, 9), rng.randint(2, 9)
     p1, p2 = rng.randrange(75, 1200, 5), rng.randrange(75, 1200, 5)
     total = a * p1 + b * p2
-    bill = next(v for v in (2000, 5000, 10000, 20000) if v > total)
+    bill = next((v for v in (2000, 5000, 10000, 20000) if v > total), None)
+    # a total of $200 or more (up to $215.10) is paid with enough $100 bills
+    paid, cash = (bill, f"a ${bill // 100} bill") if bill else ((total // 10000 + 1) * 10000, "")
+    cash = cash or f"{paid // 10000} $100 bills"
     c1, c2 = s.turn(f"{a} * {_money(p1)}", f"{b} * {_money(p2)}")
     t = s.one(f"{c1} + {c2}")
-    s.one(f"{bill // 100} - {t}")
+    s.one(f"{paid // 100} - {t}")
     return (
         f"{name} buys {a} {item1} at ${_money(p1)} each and {b} {item2} at ${_money(p2)} each. "
-        f"{_cap(pron)} pays with a ${bill // 100} bill. How much change, in dollars, does {pron} get back?"
+        f"{_cap(pron)} pays with {cash}. How much change, in dollars, does {pron} get back?"
     )
 
 
