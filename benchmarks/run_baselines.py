@@ -13,8 +13,8 @@ generated tokens and against training wall time), and ``runs/<method>-s<seed>/``
 run whose ``results.json`` exists is not redone (an unfinished one is started again), so an interrupted
 benchmark continues where it stopped.
 
-    python benchmarks/run_baselines.py --quick --out-dir benchmarks/results/baselines-quick   # <= 5 min
-    python benchmarks/run_baselines.py --out-dir benchmarks/results/baselines                 # <= 60 min
+    python benchmarks/run_baselines.py --quick --out-dir /tmp/baselines-quick   # <= 5 min: checks the pipeline
+    python benchmarks/run_baselines.py --out-dir /tmp/baselines                 # <= 60 min: the published figures
     python benchmarks/run_baselines.py --methods grpo joyagents_grpo --seeds 0 1 --budget 10000 --out-dir DIR
 """
 
@@ -43,6 +43,8 @@ METHODS: dict[str, tuple[str, dict[str, Any]] | None] = {
 
 FULL = {"methods": list(METHODS), "seeds": [0, 1, 2], "budget": 24_000, "eval_tasks": 50}
 QUICK = {"methods": ["sft", "mappo", "grpo", "joyagents_grpo"], "seeds": [0], "budget": 2_500, "eval_tasks": 10}
+QUICK_RL = {"tasks_per_step": 2, "group_size": 3, "max_nodes": 2, "max_new_tokens": 48, "max_cycles": 6}
+"""``--quick``'s RL options (``--set`` wins): small steps, so that one step does not overshoot the budget much."""
 QUICK_SFT = {"sft_tasks": 80, "base_epochs": 1.0, "adapter_epochs": 0.25}
 """``--quick`` fine-tunes a smaller SFT team (cached) so that the whole benchmark fits in a few minutes."""
 
@@ -213,7 +215,9 @@ def plot(summary: dict[str, dict[str, Any]], x_key: str, x_label: str, path: Pat
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", required=True, help="where the JSON, table, plots and run directories go")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK} with a smaller SFT team ({QUICK_SFT})")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK}, RL options {QUICK_RL} and a smaller SFT team ({QUICK_SFT})"
+    )
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="default: all (quick: the four)")
     parser.add_argument("--seeds", nargs="+", type=int, help="RL seeds (default 0 1 2; quick: 0)")
     parser.add_argument("--budget", type=int, help="generated tokens per RL run (default 24000; quick: 2500)")
@@ -233,6 +237,8 @@ def main(argv: list[str] | None = None) -> dict:
         common[key.strip()] = parse_value(raw)
 
     base = QUICK if args.quick else FULL
+    if args.quick:
+        common = {**QUICK_RL, **common}
     methods = args.methods or base["methods"]
     _check_options(common, methods)
     settings = {
