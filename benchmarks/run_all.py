@@ -1,8 +1,8 @@
 """Every benchmark behind one command: writes each one's JSON into ``--out`` and a summary table
 (``summary.md``, ``summary.json``) of the headline figures against their goals.
 
-    python benchmarks/run_all.py --quick --out benchmarks/results/quick    # a few minutes in all
-    python benchmarks/run_all.py --out benchmarks/results                  # the published figures (~75 min)
+    python benchmarks/run_all.py --quick --out /tmp/bench-quick            # about 2 minutes
+    python benchmarks/run_all.py --out benchmarks/results                  # the published figures (~45 min)
     python benchmarks/run_all.py --only env_speed sampling_cost --out DIR
 
 Each benchmark runs in its own process (``python benchmarks/<name>.py ...``), one after the other (they
