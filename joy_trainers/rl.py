@@ -210,7 +210,12 @@ def shard(items: Sequence[Any]) -> list[Any]:
 
 # ------------------------------------------------------------------------------------------- reference
 class ReferencePolicy:
-    """A frozen copy of each role's trainable weights; ``with ref.active(team, role):`` swaps them in."""
+    """A frozen copy of each role's trainable weights; ``with ref.active(team, role):`` swaps them in.
+
+    The swap exchanges the parameters' storage (``param.data``) with the copy's and back, so entering and
+    leaving copies no weights (full fine-tuning of a large model would otherwise copy it three times per
+    micro-batch); the parameter objects, and so the optimiser state keyed by them, stay the same.
+    """
 
     def __init__(self, team: Any, roles: Sequence[str]) -> None:
         self.weights = {r: [p.detach().clone() for p in team.trainable_parameters(r)] for r in roles}
@@ -218,16 +223,14 @@ class ReferencePolicy:
     @contextlib.contextmanager
     def active(self, team: Any, role: str) -> Iterator[None]:
         params = team.trainable_parameters(role)
-        saved = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            for p, w in zip(params, self.weights[role], strict=True):
-                p.copy_(w)
+        current = [p.data for p in params]
+        for p, w in zip(params, self.weights[role], strict=True):
+            p.data = w
         try:
             yield
         finally:
-            with torch.no_grad():
-                for p, w in zip(params, saved, strict=True):
-                    p.copy_(w)
+            for p, d in zip(params, current, strict=True):
+                p.data = d
 
 
 # ---------------------------------------------------------------------------------------------- update

@@ -96,6 +96,28 @@ def test_policy_update_changes_only_the_updated_role(sft_run):
         assert changed == (role == "math"), role
 
 
+def test_reference_policy_swaps_its_weights_in_and_restores_the_current_ones(sft_run):
+    team = _team(sft_run)
+    ref = rl.ReferencePolicy(team, ["math"])
+    params = team.trainable_parameters("math")
+    with torch.no_grad():
+        for p in params:
+            p.add_(0.5)  # training moved the weights away from the reference
+    current = [p.detach().clone() for p in params]
+    samples = _samples(team, "math")
+    prompts, completions = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
+    with torch.no_grad():
+        moved = team.logprobs("math", prompts, completions)
+        with ref.active(team, "math"):
+            assert all(torch.equal(p, w) for p, w in zip(params, ref.weights["math"], strict=True))
+            old = team.logprobs("math", prompts, completions)
+        again = team.logprobs("math", prompts, completions)
+    assert all(torch.equal(p, c) for p, c in zip(team.trainable_parameters("math"), current, strict=True))
+    assert not all(torch.allclose(a, b) for a, b in zip(moved, old, strict=True))  # the reference was used
+    assert all(torch.equal(a, b) for a, b in zip(moved, again, strict=True))  # and the current weights are back
+    assert [p is q for p, q in zip(params, team.trainable_parameters("math"), strict=True)] == [True] * len(params)
+
+
 def test_zero_variance_empty_and_failed_batches_give_finite_updates(sft_run):
     team = _team(sft_run)
     opts = rl.make_optimizers(team, 1e-2)
