@@ -227,14 +227,9 @@ def main(argv: list[str] | None = None) -> dict:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="an option of every RL run (JSON value)"
     )
     args = parser.parse_args(argv)
-    from joy_trainers.cli import parse_value
+    from joy_trainers.cli import parse_overrides
 
-    common = {}
-    for item in args.set:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set expects key=value, got {item!r}")
-        common[key.strip()] = parse_value(raw)
+    common = parse_overrides(args.set)
 
     base = QUICK if args.quick else FULL
     if args.quick:

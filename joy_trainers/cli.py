@@ -35,12 +35,23 @@ def load_trainer(name: str) -> type:
     return cls
 
 
-def parse_value(text: str) -> Any:
-    """A `--set` value: JSON when it parses (numbers, true, null, lists, quoted strings), else the text."""
+def _parse_value(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as a dict; a value is JSON when it parses (numbers, true, null, lists, quoted
+    strings), else the text."""
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects key=value, got {item!r}")
+        values[key.strip()] = _parse_value(raw)
+    return values
 
 
 def build_config(trainer: type, preset: str | None, config_file: str | None, overrides: list[str]) -> Any:
@@ -59,11 +70,7 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
         if not isinstance(loaded, dict):
             raise SystemExit(f"{config_file}: expected a mapping of option: value, got {type(loaded).__name__}")
         values.update(loaded)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set expects key=value, got {item!r}")
-        values[key.strip()] = parse_value(raw)
+    values.update(parse_overrides(overrides))
     try:
         return trainer.config_class.from_dict(values)
     except (TypeError, ValueError) as exc:
