@@ -155,3 +155,47 @@ def language_model_windows(tokenizer: Any, examples: Sequence[Example], max_leng
                 # the first token has no earlier position to be predicted from
                 rows.append({"input_ids": window, "labels": [-100, *window[1:]]})
     return rows
+
+
+def conversation_rows(tokenizer: Any, examples: Sequence[Example], max_length: int) -> list[dict[str, list[int]]]:
+    """Rows that supervise every expert turn of a role's conversation at once: the same labels as one
+    :func:`tokenize_example` row per turn, in about half the tokens (each turn's prompt is not repeated).
+
+    A conversation is the examples of one task and role. Its last example's tokens hold every earlier turn
+    (the chat template does not drift at turn boundaries), so each turn's completion is a span of them.
+    A conversation longer than ``max_length`` is cut from its end: a row ends with the last turn not yet
+    covered, starts ``max_length`` tokens before, and covers every turn that lies inside; earlier turns go
+    to further rows. A turn is never split. Conversations whose turns are not a prefix of the last one fall
+    back to one row per turn.
+    """
+    if max_length < 2:
+        raise ValueError(f"max_length must be >= 2, got {max_length!r}")
+    groups: dict[tuple[str, str], list[Example]] = {}
+    for ex in examples:
+        groups.setdefault((ex.task_id, ex.role), []).append(ex)
+    rows = []
+    for group in groups.values():
+        group.sort(key=lambda e: len(e.messages))
+        whole = tokenize_example(tokenizer, group[-1])["input_ids"]
+        spans: list[tuple[int, int]] = []  # [start, end) of each turn's completion in `whole`
+        for ex in group:
+            turn = tokenize_example(tokenizer, ex)
+            end = len(turn["input_ids"])
+            if whole[:end] != turn["input_ids"]:
+                spans = []
+                break
+            spans.append((end - sum(1 for v in turn["labels"] if v != -100), end))
+        if not spans:
+            rows += [tokenize_example(tokenizer, ex, max_length) for ex in group]
+            continue
+        while spans:
+            end = spans[-1][1]
+            start = max(0, end - max_length)
+            inside = [s for s in spans if s[0] >= start] or [spans[-1]]  # a turn longer than a row: its end
+            labels = [-100] * (end - start)
+            for a, b in inside:
+                for j in range(max(a, start), b):
+                    labels[j - start] = whole[j]
+            rows.append({"input_ids": whole[start:end], "labels": labels})
+            spans = spans[: len(spans) - len(inside)]
+    return rows

@@ -9,10 +9,13 @@ from joy_agents.policy import TeamPolicy
 from joy_trainers.sft import SFTConfig, SFTTrainer, collate_left, completion_loss
 
 
-def test_completion_loss_equals_the_models_own_loss(tiny_dir):
+@pytest.mark.parametrize("head", ["labelled positions", "last keep positions"])
+def test_completion_loss_equals_the_models_own_loss(tiny_dir, head):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    if head == "last keep positions":
+        model.config.logit_scale = 1.0  # a scaled head (Cohere-style) takes the general path; Qwen2 ignores it
     batch = [
         {"input_ids": list(range(20, 60)), "labels": [-100] * 30 + list(range(50, 60))},
         {"input_ids": list(range(5, 30)), "labels": [-100] * 20 + list(range(25, 30))},
@@ -75,13 +78,14 @@ def test_bucketed_order_covers_every_example_per_pass_with_low_padding_and_mixed
     assert bucketed_order(lengths, 8, 1.0, seed=1) == order[:256]  # deterministic
 
 
-def test_base_stage_with_the_language_model_loss_trains_on_whole_conversations(tiny_dir, tmp_path):
+@pytest.mark.parametrize("loss", ["all", "conversation"])
+def test_base_stage_trains_on_whole_conversations(tiny_dir, tmp_path, loss):
     config = SFTConfig(
         model=str(tiny_dir),
         env_id="joy/math-v0",
         sft_tasks=4,
         base_epochs=4,
-        base_loss="all",
+        base_loss=loss,
         base_lr=1e-2,
         adapter_epochs=0,
         batch_size=4,
@@ -89,10 +93,13 @@ def test_base_stage_with_the_language_model_loss_trains_on_whole_conversations(t
         eval_tasks=0,
         output_dir=str(tmp_path / "run"),
     )
-    SFTTrainer(config).train()
+    results = SFTTrainer(config).train()
     logs = json.loads((tmp_path / "run" / "logs.json").read_text())
     losses = [e["loss"] for e in logs["base"] if "loss" in e]
     assert len(losses) >= 2 and losses[-1] < losses[0]
+    assert results["steps"] == logs["base"][-1]["step"] > len(losses)  # optimiser steps, not log lines
     assert (tmp_path / "run" / "base" / "config.json").is_file()
     with pytest.raises(ValueError, match="base_loss"):
         SFTConfig(base_loss="prompt")
+    with pytest.raises(ValueError, match="adapter_loss"):
+        SFTConfig(adapter_loss="all")

@@ -38,8 +38,11 @@ def test_conversations_keep_each_roles_whole_conversation_once(tiny_dir):
     convs = conversations(examples)
     assert {(c.task_id, c.role) for c in convs} == {(e.task_id, e.role) for e in examples}
     for ex in examples:  # every turn is inside exactly one kept conversation of its task and role
-        holders = [c for c in convs if (c.task_id, c.role) == (ex.task_id, ex.role)
-                   and c.messages[: len(ex.messages)] == ex.messages]
+        holders = [
+            c
+            for c in convs
+            if (c.task_id, c.role) == (ex.task_id, ex.role) and c.messages[: len(ex.messages)] == ex.messages
+        ]
         assert len(holders) == 1
 
     tok = AutoTokenizer.from_pretrained(str(tiny_dir))
@@ -47,3 +50,35 @@ def test_conversations_keep_each_roles_whole_conversation_once(tiny_dir):
     assert rows and all(2 <= len(r["input_ids"]) <= 64 and r["labels"] == [-100, *r["input_ids"][1:]] for r in rows)
     total = sum(len(tokenize_example(tok, c)["input_ids"]) for c in convs)
     assert total - len(convs) < sum(len(r["input_ids"]) for r in rows) <= total  # every token, at most once
+
+
+def test_conversation_rows_supervise_every_turn_once_with_its_own_context(tiny_dir):
+    from transformers import AutoTokenizer
+
+    from joy_agents.sft_data import conversation_rows, tokenize_example
+
+    env = joy_env.make("joy/mixed-v0", split="train")
+    examples = expert_examples(env, range(13))
+    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
+    turns = [tokenize_example(tok, ex) for ex in examples]
+
+    def labelled(row):
+        return [v for v in row["labels"] if v != -100]
+
+    for max_length in (4096, 160):
+        rows = conversation_rows(tok, examples, max_length)
+        assert all(len(r["input_ids"]) <= max_length and len(r["labels"]) == len(r["input_ids"]) for r in rows)
+        # the same supervised tokens as one row per turn, in fewer tokens
+        assert sorted(t for r in rows for t in labelled(r)) == sorted(t for r in turns for t in labelled(r))
+        assert sum(len(r["input_ids"]) for r in rows) < sum(len(r["input_ids"]) for r in turns)
+        # every label is predicted from the tokens that preceded it in that turn's own prompt
+        for row in rows:
+            for j, label in enumerate(row["labels"]):
+                if label != -100 and (j == 0 or row["labels"][j - 1] == -100):
+                    context = row["input_ids"][:j]
+                    assert any(
+                        t["input_ids"][: len(t["input_ids"]) - len(labelled(t))][-len(context) :] == context
+                        for t in turns
+                        if context
+                    )
+    assert len(conversation_rows(tok, examples, 4096)) < len(turns)
