@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> dict:
     from joy_agents.rollout import Branch, RolloutConfig, RolloutEngine
     from joy_agents.tiny import build_tiny_model
     from joy_trainers.rl import tiny_sft_dir
+    from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
 
     torch.manual_seed(0)
     team_dir = args.team
@@ -56,7 +57,9 @@ def main(argv: list[str] | None = None) -> dict:
     explore = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
     engine = RolloutEngine(
         team, args.env, "train", 0,
-        RolloutConfig(sampling=greedy, keep_snapshots=True, max_cycles=args.max_cycles, max_prompt_tokens=288),
+        RolloutConfig(
+            sampling=greedy, keep_snapshots=True, max_cycles=args.max_cycles, max_prompt_tokens=TINY_MAX_PROMPT_TOKENS
+        ),
         progress=False,
     )
     start = time.perf_counter()

@@ -52,8 +52,23 @@ def split_train_tasks(num_tasks: int, rl_fraction: float = 0.5, seed: int = 0) -
     return sorted(order[n_rl:]), sorted(order[:n_rl])
 
 
-def expert_examples(env: Any, task_indices: Iterable[int]) -> list[Example]:
-    """Play the expert on ``task_indices`` of ``env`` and return one :class:`Example` per agent turn."""
+RECOVERY_TAG = "#recovery"
+"""Suffix of the ``task_id`` of a recovery example (it forms its own one-turn conversation)."""
+
+
+def expert_examples(env: Any, task_indices: Iterable[int], recovery_rate: float = 0.0, seed: int = 0) -> list[Example]:
+    """Play the expert on ``task_indices`` of ``env`` and return one :class:`Example` per agent turn.
+
+    With ``recovery_rate`` > 0, about that share of turns also yields a *recovery* example: from the
+    snapshot before the turn, the env plays a broken version of the expert's action (see
+    :func:`broken_action`), and the example is what the role then sees (its broken turn and the env's error
+    message) with the expert's action as the completion. The episode itself goes on from the snapshot, so
+    the expert never plays from a broken state. A model that only ever saw perfect conversations repeats
+    its mistake when it makes one; these examples teach it to read the error and correct itself.
+    """
+    if not 0.0 <= recovery_rate <= 1.0:
+        raise ValueError(f"recovery_rate must be in [0, 1], got {recovery_rate!r}")
+    rng = random.Random(f"recovery/{seed}")
     out: list[Example] = []
     for index in task_indices:
         env.reset(options={"task_index": int(index)})
@@ -63,21 +78,69 @@ def expert_examples(env: Any, task_indices: Iterable[int]) -> list[Example]:
                 env.step(None)
                 continue
             action = expert_action(env)
-            out.append(
-                Example(
-                    role=agent,
-                    messages=tuple(info["messages"]),
-                    tools=tuple(info["tools"]),
-                    completion=action,
-                    task_id=env.task.task_id,
-                    domain=env.task.domain,
-                )
-            )
+            task_id, domain = env.task.task_id, env.task.domain
+            if recovery_rate and rng.random() < recovery_rate:
+                recovery = _recovery_example(env, agent, action, rng)
+                if recovery is not None:
+                    out.append(recovery)
+            out.append(Example(agent, tuple(info["messages"]), tuple(info["tools"]), action, task_id, domain))
             env.step(action)
         result = env.episode_breakdown
         if not result["success"]:
             raise RuntimeError(f"the expert failed task {result['task_id']}: {result['accuracy']}")
     return out
+
+
+def broken_action(action: str, tools: Sequence[dict[str, Any]], other_tools: Sequence[str], rng: random.Random) -> str:
+    """A broken version of the well-formed ``action``, of a kind small models produce: the closing tag
+    left out, a tool of another role called (``other_tools``), or a required argument left out."""
+    from joy_env.protocol import format_turn, parse_action
+
+    parsed = parse_action(action)
+    kinds = ["unclosed"]
+    if parsed.calls and other_tools:
+        kinds.append("other tool")
+    required = {
+        t["function"]["name"] if "function" in t else t["name"]: (
+            (t["function"] if "function" in t else t).get("parameters", {}).get("required", [])
+        )
+        for t in tools
+    }
+    if parsed.calls and any(a in parsed.calls[0]["arguments"] for a in required.get(parsed.calls[0]["name"], [])):
+        kinds.append("missing argument")
+    kind = rng.choice(kinds)
+    if kind == "unclosed":
+        for tag in ("</tool_call>", "</answer>"):
+            if action.endswith(tag):
+                return action[: -len(tag)]
+        return action + "<tool_call>"
+    calls = [dict(c, arguments=dict(c["arguments"])) for c in parsed.calls]
+    if kind == "other tool":
+        calls[0]["name"] = rng.choice(sorted(other_tools))
+    else:
+        present = [a for a in required[calls[0]["name"]] if a in calls[0]["arguments"]]
+        del calls[0]["arguments"][rng.choice(present)]
+    return format_turn(calls)
+
+
+def _recovery_example(env: Any, agent: str, action: str, rng: random.Random) -> Example | None:
+    """The recovery example of ``action`` (see :func:`expert_examples`); ``env`` is left as it was."""
+    tools = env.last(observe=False)[4]["tools"]
+    own = {t["function"]["name"] if "function" in t else t["name"] for t in tools}
+    world_tools = getattr(getattr(env, "world", None), "tools", {}) or {}
+    other = {name for role_tools in world_tools.values() for name in role_tools} | {"call_agent"}
+    snapshot = env.snapshot()
+    try:
+        env.step(broken_action(action, tools, sorted(other - own), rng))
+        _, _, term, trunc, info = env.last(observe=False)
+        if term or trunc or env.agent_selection != agent:
+            return None
+        tag = f"{RECOVERY_TAG}{len(info['messages'])}"
+        return Example(
+            agent, tuple(info["messages"]), tuple(info["tools"]), action, env.task.task_id + tag, env.task.domain
+        )
+    finally:
+        env.restore(snapshot)
 
 
 def by_role(examples: Sequence[Example], roles: Sequence[str]) -> dict[str, list[Example]]:
@@ -89,12 +152,18 @@ def by_role(examples: Sequence[Example], roles: Sequence[str]) -> dict[str, list
 
 
 def build_sft_examples(
-    env_id: str = "joy/mixed-v0", num_tasks: int = 1000, rl_fraction: float = 0.5, seed: int = 0
+    env_id: str = "joy/mixed-v0",
+    num_tasks: int = 1000,
+    rl_fraction: float = 0.5,
+    seed: int = 0,
+    recovery_rate: float = 0.0,
 ) -> dict[str, list[Example]]:
-    """Expert examples per role from the SFT part of the train split (the first ``num_tasks`` of it)."""
+    """Expert examples per role from the SFT part of the train split (the first ``num_tasks`` of it), with
+    recovery examples for about ``recovery_rate`` of the turns (see :func:`expert_examples`)."""
     env = joy_env.make(env_id, split="train", seed=seed)
     sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
-    return by_role(expert_examples(env, sft_indices[:num_tasks]), env.possible_agents)
+    examples = expert_examples(env, sft_indices[:num_tasks], recovery_rate, seed)
+    return by_role(examples, env.possible_agents)
 
 
 def end_of_turn(tokenizer: Any) -> str:

@@ -66,7 +66,8 @@ Version history
 * v0: first release. Before the first published results, ``call_agent``'s ``query`` became optional
   (omitted: the user's request is forwarded) and the expert forwards single-domain requests that way;
   the math template "shopping change" no longer fails to generate a task whose total reaches $200 (it is
-  paid with $100 bills; every task that generated before is unchanged).
+  paid with $100 bills; every task that generated before is unchanged); a turn with complete tool calls
+  and one more opening tag left unclosed is a format error (it was ignored).
 """
 
 from __future__ import annotations

@@ -128,6 +128,10 @@ def parse_action(text: Any) -> ParsedAction:
     body = _THINK.sub("", text)
     bodies = _TOOL_CALL.findall(body)
     answers = _ANSWER.findall(body)
+    if (bodies or answers) and (
+        body.count("<tool_call>") > len(bodies) or body.count("<answer>") > len(answers)
+    ):  # an opening tag without its closing tag beside complete ones: the complete ones still count
+        out.errors.append("unclosed <tool_call> or <answer> tag")
     if len(bodies) > MAX_CALLS_PER_TURN:
         out.errors.append(f"{len(bodies)} tool calls in one turn; only the first {MAX_CALLS_PER_TURN} run")
         bodies = bodies[:MAX_CALLS_PER_TURN]

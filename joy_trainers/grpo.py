@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from joy_trainers import rl
+from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -37,7 +38,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "beta": 0.04,
         "max_new_tokens": 96,
         "max_cycles": 10,
-        "max_prompt_tokens": 288,
+        "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS,
         "eval_tasks": 100,
         "checkpoint_every": 3,
     }

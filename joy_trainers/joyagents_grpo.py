@@ -34,6 +34,7 @@ from typing import Any
 
 from joy_agents.memory import MemoryConfig
 from joy_trainers import rl
+from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -84,7 +85,7 @@ TINY_RL = {
     "beta": 0.04,
     "max_new_tokens": 96,
     "max_cycles": 10,
-    "max_prompt_tokens": 288,
+    "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS,
     "eval_tasks": 100,
     "checkpoint_every": 3,
 }

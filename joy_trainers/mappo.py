@@ -31,6 +31,7 @@ import torch
 
 from joy_trainers import rl
 from joy_trainers.losses import gae, value_loss
+from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -69,7 +70,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "beta": 0.0,
         "max_new_tokens": 96,
         "max_cycles": 10,
-        "max_prompt_tokens": 288,
+        "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS,
         "eval_tasks": 100,
         "checkpoint_every": 3,
     }

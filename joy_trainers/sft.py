@@ -45,6 +45,9 @@ class SFTConfig:
     """Expert episodes (from the SFT part of the train split) turned into examples."""
     rl_fraction: float = 0.5
     """Share of the train tasks kept for RL, never read here."""
+    recovery_rate: float = 0.0
+    """Share of expert turns that also give a recovery example: the role's own broken turn and the env's
+    error message, then the expert's action (:func:`joy_agents.sft_data.expert_examples`)."""
     base_epochs: float = 0.0
     """Epochs of full fine-tuning of the shared base on all roles' examples (0: skip)."""
     base_loss: str = "completion"
@@ -108,6 +111,8 @@ class SFTConfig:
             raise ValueError(f"base_loss must be one of {LOSSES}, got {self.base_loss!r}")
         if self.adapter_loss not in LOSSES[:2]:
             raise ValueError(f"adapter_loss must be one of {LOSSES[:2]}, got {self.adapter_loss!r}")
+        if not 0.0 <= self.recovery_rate <= 1.0:
+            raise ValueError(f"recovery_rate must be in [0, 1], got {self.recovery_rate!r}")
         if self.sft_tasks < 1:
             raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
         if self.eval_split not in joy_env.SPLITS:
@@ -128,15 +133,17 @@ class SFTConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
         "model": "tiny",
-        "sft_tasks": 400,
-        "base_epochs": 3.0,
+        "sft_tasks": 1600,
+        "base_epochs": 2.0,
+        "base_loss": "conversation",
         "base_lr": 3e-3,
-        "adapter_epochs": 0.25,
+        "adapter_epochs": 0.5,
         "adapter_lr": 2e-3,
+        "adapter_loss": "conversation",
         "lora_r": 4,
         "lora_alpha": 8,
-        "batch_size": 16,
-        "max_length": 384,
+        "batch_size": 8,
+        "max_length": 512,
         "eval_tasks": 100,
         "eval_max_new_tokens": 96,
         "eval_max_cycles": 12,
@@ -144,6 +151,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "activation_checkpointing": False,
     }
 }
+
+
+TINY_MAX_PROMPT_TOKENS = PRESETS["tiny"]["max_length"] - PRESETS["tiny"]["eval_max_new_tokens"]
+"""Prompt tokens the tiny team is trained and evaluated on; the RL presets cut prompts to the same view."""
 
 
 def resolve_model(name: str, seed: int) -> str:
@@ -342,7 +353,7 @@ class SFTTrainer:
         base = resolve_model(cfg.model, cfg.seed)
         tokenizer = AutoTokenizer.from_pretrained(base)
         print(f"[sft] base model {base}; building expert data from {cfg.env_id} ({cfg.sft_tasks} tasks)")
-        examples = build_sft_examples(cfg.env_id, cfg.sft_tasks, cfg.rl_fraction, cfg.seed)
+        examples = build_sft_examples(cfg.env_id, cfg.sft_tasks, cfg.rl_fraction, cfg.seed, cfg.recovery_rate)
         counts = {r: len(v) for r, v in examples.items()}
         print(f"[sft] examples per role: {counts}")
         logs: dict[str, list[dict[str, Any]]] = {}

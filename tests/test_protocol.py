@@ -60,6 +60,15 @@ def test_malformed_inputs_become_errors():
         assert fragment in " ".join(p.errors), (text, p.errors)
 
 
+def test_an_unclosed_tag_beside_complete_calls_is_an_error_and_the_complete_calls_still_run():
+    call = '<tool_call>{"name": "a", "arguments": {}}</tool_call>'
+    for text in (call + '\n<tool_call>{"name": "b"', call + "<answer>1", "<answer>1</answer><answer>2"):
+        p = parse_action(text)
+        assert not p.valid and "unclosed" in " ".join(p.errors), text
+    assert parse_action(call + '\n<tool_call>{"name": "b"').calls == [{"name": "a", "arguments": {}}]
+    assert parse_action(call + "\n" + call).valid
+
+
 def test_non_strings_and_huge_actions_are_rejected_without_parsing():
     assert "must be a string" in parse_action(123).errors[0]
     assert "must be a string" in parse_action(None).errors[0]

@@ -1,5 +1,9 @@
 """Expert SFT data: examples per role, the SFT / RL task split."""
 
+import random
+
+import pytest
+
 import joy_env
 from joy_agents.sft_data import by_role, expert_examples, split_train_tasks
 
@@ -82,3 +86,41 @@ def test_conversation_rows_supervise_every_turn_once_with_its_own_context(tiny_d
                         if context
                     )
     assert len(conversation_rows(tok, examples, 4096)) < len(turns)
+
+
+def test_recovery_examples_show_a_broken_turn_and_its_error_then_the_expert_action():
+    from joy_agents.sft_data import RECOVERY_TAG, broken_action
+    from joy_env.protocol import parse_action
+
+    env = joy_env.make("joy/mixed-v0", split="train")
+    plain = expert_examples(env, range(20))
+    mixed = expert_examples(env, range(20), recovery_rate=0.5, seed=3)
+    regular = [e for e in mixed if RECOVERY_TAG not in e.task_id]
+    recovery = [e for e in mixed if RECOVERY_TAG in e.task_id]
+    assert regular == plain  # the episodes themselves are untouched
+    assert 0.3 * len(plain) < len(recovery) < 0.7 * len(plain)
+    for ex in recovery:
+        task_id = ex.task_id.split(RECOVERY_TAG)[0]
+        broken = max(i for i, m in enumerate(ex.messages) if m["role"] == "assistant")
+        # the same prompt without the broken turn is a regular example with the same expert action
+        twin = [e for e in plain if e.task_id == task_id and e.role == ex.role and e.messages == ex.messages[:broken]]
+        assert len(twin) == 1 and twin[0].completion == ex.completion
+        after = " ".join(str(m["content"]) for m in ex.messages[broken + 1 :])
+        assert ex.messages[broken]["content"] != ex.completion and "error" in after.lower()
+    kinds = {
+        broken_action(
+            '<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>',
+            [{"name": "f", "parameters": {"required": ["x"]}}],
+            ["g"],
+            random.Random(i),
+        )
+        for i in range(30)
+    }
+    assert kinds == {
+        '<tool_call>{"name": "f", "arguments": {"x": 1}}',
+        '<tool_call>{"name": "g", "arguments": {"x": 1}}</tool_call>',
+        '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+    }
+    assert all(parse_action(k).calls for k in kinds - {'<tool_call>{"name": "f", "arguments": {"x": 1}}'})
+    with pytest.raises(ValueError, match="recovery_rate"):
+        expert_examples(env, range(1), recovery_rate=1.5)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from joy_trainers import rl
+from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -38,8 +39,8 @@ class ReinforceTrainer:
     config_class = ReinforceConfig
     presets: dict[str, dict[str, Any]] = {
         "tiny": {"model": "tiny", "iterations": 1, "steps_per_iteration": 8, "tasks_per_step": 4, "group_size": 2,
-                 "lr": 1e-3, "beta": 0.0, "max_new_tokens": 96, "max_cycles": 10, "max_prompt_tokens": 288,
-                 "eval_tasks": 50}
+                 "lr": 1e-3, "beta": 0.0, "max_new_tokens": 96, "max_cycles": 10,
+                 "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS, "eval_tasks": 50}
     }
 
     def __init__(self, config: ReinforceConfig) -> None:
