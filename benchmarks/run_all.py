@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, dict[str, list[str]]] = {
     "env_speed": {"quick": ["--episodes", "300", "--repeats", "100"], "full": []},
     "rollout_throughput": {"quick": ["--episodes", "8"], "full": []},
     "sampling_cost": {"quick": ["--tasks", "2"], "full": []},
+    "sft_rows": {"quick": ["--tasks", "50", "--repeats", "3"], "full": []},
     "grpo_step_vs_trl": {"quick": ["--quick"], "full": []},
     "run_baselines": {"quick": ["--quick"], "full": []},
 }
@@ -50,6 +51,8 @@ HEADLINES: list[tuple[str, str, str, str]] = [
     ("sampling_cost", "nodewise_continuations", "node-wise continuations run", ""),
     ("sampling_cost", "joint_trajectories", "joint trajectories for the same choices", ""),
     ("sampling_cost", "joint_over_nodewise", "joint over node-wise samples", ""),
+    ("sft_rows", "token_ratio", "SFT tokens, a row per turn over a row per conversation", ""),
+    ("sft_rows", "loss_head_speedup", "SFT step, loss head on labelled positions only", ""),
     ("grpo_step_vs_trl", "ratio_vs_trl", "our GRPO step time over TRL's", "<= 1.0 (goal 0.8)"),
 ]
 """(benchmark, JSON path, label, goal) rows of the summary table."""

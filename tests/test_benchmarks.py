@@ -81,3 +81,14 @@ def test_run_all_writes_a_summary_and_reports_failures(tmp_path, monkeypatch):
     assert figures["node-wise continuations run"] is None
     assert (tmp_path / "env_speed.json").is_file()
     assert "| sampling_cost | node-wise continuations run | missing |" in (tmp_path / "summary.md").read_text()
+
+
+def test_sft_rows_reports_the_same_labels_in_fewer_tokens(tmp_path, tiny_dir):
+    out = tmp_path / "sft_rows.json"
+    args = ["--model", str(tiny_dir), "--tasks", "6", "--repeats", "1", "--max-length", "256", "--out", str(out)]
+    result = _load("sft_rows").main(args)
+    rows = result["rows"]
+    assert rows["completion"]["labels"] == rows["conversation"]["labels"] > 0
+    assert rows["conversation"]["tokens"] < rows["completion"]["tokens"] and result["token_ratio"] > 1
+    assert set(result["step_s"]) == {"labelled", "last_keep"} and result["loss_head_speedup"] > 0
+    assert json.loads(out.read_text())["token_ratio"] == result["token_ratio"]
