@@ -243,8 +243,9 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
 
     The vocabulary projection dominates a small model's cost and most positions carry no label, so it is
     applied only where it is needed: for a model whose logits are its output embedding of the final hidden
-    state (Qwen2, Llama, Mistral, ...), to the labelled positions alone; otherwise to the last ``keep``
-    positions (see :func:`collate_left`).
+    state (Qwen2, Llama, Mistral, ...), to the labelled positions alone; otherwise (logit scaling or
+    soft-capping, or a model inside a DDP / FSDP wrapper) to the last ``keep`` positions (see
+    :func:`collate_left`).
     """
     import torch.nn.functional as F
 
@@ -252,7 +253,8 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = getattr(inner, "config", None)
     plain_head = (
-        getattr(config, "final_logit_softcapping", None) is None
+        not hasattr(model, "module")  # DDP / FSDP wrappers: the head must run inside their forward
+        and getattr(config, "final_logit_softcapping", None) is None
         and getattr(config, "logit_scale", None) is None
         and model.get_output_embeddings() is not None
     )

@@ -9,18 +9,28 @@ from joy_agents.policy import TeamPolicy
 from joy_trainers.sft import SFTConfig, SFTTrainer, collate_left, completion_loss
 
 
-@pytest.mark.parametrize("head", ["labelled positions", "last keep positions"])
+class _Wrapper(torch.nn.Module):  # stands for DDP / FSDP: the model is its .module
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, **kwargs):
+        return self.module(**kwargs)
+
+
+@pytest.mark.parametrize("head", ["labelled positions", "last keep positions", "wrapped model"])
 def test_completion_loss_equals_the_models_own_loss(tiny_dir, head):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
     if head == "last keep positions":
         model.config.logit_scale = 1.0  # a scaled head (Cohere-style) takes the general path; Qwen2 ignores it
+    wrapped = _Wrapper(model) if head == "wrapped model" else model
     batch = [
         {"input_ids": list(range(20, 60)), "labels": [-100] * 30 + list(range(50, 60))},
         {"input_ids": list(range(5, 30)), "labels": [-100] * 20 + list(range(25, 30))},
     ]
-    loss = completion_loss(model, collate_left(batch, 0))
+    loss = completion_loss(wrapped, collate_left(batch, 0))
     total, count = 0.0, 0
     for ex in batch:
         out = model(input_ids=torch.tensor([ex["input_ids"]]), labels=torch.tensor([ex["labels"]]))
