@@ -80,7 +80,7 @@ def expert_examples(env: Any, task_indices: Iterable[int], recovery_rate: float 
             action = expert_action(env)
             task_id, domain = env.task.task_id, env.task.domain
             if recovery_rate and rng.random() < recovery_rate:
-                recovery = _recovery_example(env, agent, action, rng)
+                recovery = _recovery_example(env, agent, action, info["tools"], rng)
                 if recovery is not None:
                     out.append(recovery)
             out.append(Example(agent, tuple(info["messages"]), tuple(info["tools"]), action, task_id, domain))
@@ -100,12 +100,7 @@ def broken_action(action: str, tools: Sequence[dict[str, Any]], other_tools: Seq
     kinds = ["unclosed"]
     if parsed.calls and other_tools:
         kinds.append("other tool")
-    required = {
-        t["function"]["name"] if "function" in t else t["name"]: (
-            (t["function"] if "function" in t else t).get("parameters", {}).get("required", [])
-        )
-        for t in tools
-    }
+    required = {_function(t)["name"]: _function(t).get("parameters", {}).get("required", []) for t in tools}
     if parsed.calls and any(a in parsed.calls[0]["arguments"] for a in required.get(parsed.calls[0]["name"], [])):
         kinds.append("missing argument")
     kind = rng.choice(kinds)
@@ -123,10 +118,17 @@ def broken_action(action: str, tools: Sequence[dict[str, Any]], other_tools: Seq
     return format_turn(calls)
 
 
-def _recovery_example(env: Any, agent: str, action: str, rng: random.Random) -> Example | None:
-    """The recovery example of ``action`` (see :func:`expert_examples`); ``env`` is left as it was."""
-    tools = env.last(observe=False)[4]["tools"]
-    own = {t["function"]["name"] if "function" in t else t["name"] for t in tools}
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    """The function part of a tool schema (``{"type": "function", "function": {...}}`` or bare)."""
+    return tool.get("function", tool)
+
+
+def _recovery_example(
+    env: Any, agent: str, action: str, tools: Sequence[dict[str, Any]], rng: random.Random
+) -> Example | None:
+    """The recovery example of ``action`` by ``agent`` with its ``tools`` (see :func:`expert_examples`);
+    ``env`` is left as it was."""
+    own = {_function(t)["name"] for t in tools}
     world_tools = getattr(getattr(env, "world", None), "tools", {}) or {}
     other = {name for role_tools in world_tools.values() for name in role_tools} | {"call_agent"}
     snapshot = env.snapshot()

@@ -252,11 +252,12 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
     labels = inputs["labels"][:, 1:]  # position t predicts token t+1
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = getattr(inner, "config", None)
+    # DDP / FSDP wrappers (``.module``): the head must run inside their forward
+    head = None if hasattr(model, "module") else model.get_output_embeddings()
     plain_head = (
-        not hasattr(model, "module")  # DDP / FSDP wrappers: the head must run inside their forward
+        head is not None
         and getattr(config, "final_logit_softcapping", None) is None
         and getattr(config, "logit_scale", None) is None
-        and model.get_output_embeddings() is not None
     )
     keep = 1 if plain_head else int(inputs["keep"])
     out = model(
@@ -268,7 +269,7 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
     )
     if plain_head:
         selected = labels != -100
-        logits = model.get_output_embeddings()(out.hidden_states[-1][:, :-1][selected])  # (labels, V)
+        logits = head(out.hidden_states[-1][:, :-1][selected])  # (labels, V)
         labels = labels[selected]
     else:
         logits = out.logits[:, :-1, :].reshape(-1, out.logits.size(-1))  # the last keep-1 positions
