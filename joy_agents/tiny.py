@@ -50,9 +50,11 @@ completion ``<content><|im_end|>`` equal the ids of the whole conversation: no d
 Cache
 -----
 ``build_tiny_model()`` writes to ``$JOY_CACHE_DIR`` (default ``~/.cache/joyagents``) under
-``tiny-{size}-seed{seed}-v1``. A directory holding a complete build (its ``build_info.json``) is returned
-as is; ``force=True`` rebuilds. The build happens in a temporary directory next to the target and is
-renamed into place in one step, so an interrupted build leaves nothing half-written and concurrent builders
+``tiny-{size}-seed{seed}-v1``. A directory holding a complete build (its
+``build_info.json``) is returned as is, unless the ``joy_env`` source changed since
+(:func:`env_fingerprint`: the corpus would differ) or the build version did; then it is rebuilt.
+``force=True`` rebuilds. The build happens in a temporary directory next to the target and is renamed
+into place in one step, so an interrupted build leaves nothing half-written and concurrent builders
 end up sharing one complete build. The same seed gives byte-identical ``tokenizer.json`` and weights.
 """
 
@@ -367,13 +369,28 @@ def _train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
 # ---------------------------------------------------------------- build and cache
 
 
+def env_fingerprint() -> str:
+    """A digest of the ``joy_env`` package's source: the tokenizer corpus is the env's expert text, so a
+    build made before the env changed is stale and is rebuilt (:func:`build_tiny_model`)."""
+    import joy_env
+
+    root = pathlib.Path(joy_env.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def _is_complete(path: pathlib.Path) -> dict[str, Any] | None:
-    """The build info of a complete build in ``path``, else None."""
+    """The build info of a complete, current build in ``path`` (this build version, the installed env's
+    text), else None."""
     try:
         info = json.loads((path / "build_info.json").read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(info, dict) or info.get("version") != BUILD_VERSION:
+        return None
+    if info.get("env_fingerprint") != env_fingerprint():
         return None
     if not all((path / name).is_file() for name in info.get("files", [])):
         return None
@@ -474,6 +491,7 @@ def build_tiny_model(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
+        fingerprint = env_fingerprint()
         turns = expert_turns(corpus_tasks)
         texts = _render_corpus(turns)
         tokenizer = _train_tokenizer(texts, shape["bpe_vocab"])
@@ -496,6 +514,7 @@ def build_tiny_model(
         files = sorted(p.name for p in tmp.iterdir() if p.is_file())
         info = {
             "version": BUILD_VERSION,
+            "env_fingerprint": fingerprint,
             **wanted,
             "vocab_size": len(tokenizer),
             "n_params": sum(p.numel() for p in model.parameters()),

@@ -525,10 +525,11 @@ def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None 
 
 def tiny_sft_dir(model: str = "tiny", seed: int = 0, sft_overrides: dict[str, Any] | None = None) -> Path:
     """Where :func:`sft_team` caches the automatic tiny SFT run of these settings (it may not exist yet)."""
-    from joy_agents.tiny import BUILD_VERSION, default_cache_dir
+    from joy_agents.tiny import BUILD_VERSION, default_cache_dir, env_fingerprint
 
-    # a new tiny-model build (tokenizer or shape) must not reuse a team fine-tuned from the old one
-    key = {**tiny_sft_values(model, seed, sft_overrides), "tiny_build": BUILD_VERSION}
+    # a new tiny-model build (tokenizer or shape) or a changed env (other expert data, other tokenizer
+    # corpus) must not reuse a team fine-tuned before
+    key = {**tiny_sft_values(model, seed, sft_overrides), "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     return Path(default_cache_dir()) / f"sft-{digest}"
 

@@ -201,6 +201,19 @@ def test_build_of_another_version_is_replaced(tmp_path, tiny_dir):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
+def test_build_made_before_the_env_changed_is_rebuilt(tmp_path, tiny_dir, monkeypatch):
+    out = tmp_path / "model"
+    shutil.copytree(tiny_dir, out)
+    info = json.loads((out / "build_info.json").read_text())
+    assert info["env_fingerprint"] == tiny.env_fingerprint()
+    assert tiny.build_tiny_model(out, corpus_tasks=CORPUS_TASKS) == out
+    assert json.loads((out / "build_info.json").read_text()) == info  # current: reused as is
+    monkeypatch.setattr(tiny, "env_fingerprint", lambda: "changed-env")
+    assert tiny.build_tiny_model(out, corpus_tasks=CORPUS_TASKS) == out
+    assert json.loads((out / "build_info.json").read_text())["env_fingerprint"] == "changed-env"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
 def test_refuses_foreign_directories_and_bad_arguments(tmp_path):
     foreign = tmp_path / "mine"
     foreign.mkdir()
