@@ -52,6 +52,56 @@ def split_train_tasks(num_tasks: int, rl_fraction: float = 0.5, seed: int = 0) -
     return sorted(order[n_rl:]), sorted(order[:n_rl])
 
 
+def weighted_tasks(domains: Sequence[str], num_tasks: int, weights: dict[str, float] | None = None) -> list[int]:
+    """Positions of ``num_tasks`` items of ``domains`` (the domain of each candidate task, in order) so that
+    each domain's share is its share among the candidates times ``weights[domain]`` (default 1),
+    renormalised; within a domain the earliest candidates are taken. Without weights: the first
+    ``num_tasks``. A domain short of candidates gives its remainder to the others."""
+    if num_tasks < 0:
+        raise ValueError(f"num_tasks must be >= 0, got {num_tasks!r}")
+    weights = dict(weights or {})
+    bad = {d: w for d, w in weights.items() if not isinstance(w, (int, float)) or w < 0}
+    if bad:
+        raise ValueError(f"domain weights must be numbers >= 0, got {bad}")
+    if not weights:
+        return list(range(min(num_tasks, len(domains))))
+    present = sorted(set(domains))
+    unknown = sorted(set(weights) - set(present))
+    if unknown:
+        raise ValueError(f"domain weights name unknown domain(s) {unknown}; domains: {', '.join(present)}")
+    mass = {d: domains.count(d) * float(weights.get(d, 1.0)) for d in present}
+    total = sum(mass.values())
+    if total <= 0:
+        raise ValueError(f"domain weights {weights} leave no task to choose")
+    # largest-remainder apportionment of num_tasks; a domain whose share exceeds its candidates takes them all
+    count = {d: domains.count(d) for d in present}
+    quota = {d: 0 for d in present}
+    left = min(num_tasks, sum(count[d] for d in present if mass[d] > 0))
+    open_ = [d for d in present if mass[d] > 0]
+    while left > 0:
+        share = sum(mass[d] for d in open_)
+        exact = {d: left * mass[d] / share for d in open_}
+        full = [d for d in open_ if exact[d] >= count[d]]
+        if full:
+            for d in full:
+                left -= count[d]
+                quota[d] = count[d]
+            open_ = [d for d in open_ if d not in full]
+            continue
+        for d in open_:
+            quota[d] = int(exact[d])
+        rest = left - sum(quota[d] for d in open_)
+        for d in sorted(open_, key=lambda d: (quota[d] - exact[d], present.index(d)))[:rest]:
+            quota[d] += 1
+        left = 0
+    out = []
+    for i, d in enumerate(domains):
+        if quota.get(d, 0) > 0:
+            out.append(i)
+            quota[d] -= 1
+    return out
+
+
 RECOVERY_TAG = "#recovery"
 """Suffix of the ``task_id`` of a recovery example (it forms its own one-turn conversation)."""
 
@@ -93,11 +143,13 @@ def expert_examples(env: Any, task_indices: Iterable[int], recovery_rate: float 
 
 def broken_action(action: str, tools: Sequence[dict[str, Any]], other_tools: Sequence[str], rng: random.Random) -> str:
     """A broken version of the well-formed ``action``, of a kind small models produce: the closing tag
-    left out, a tool of another role called (``other_tools``), or a required argument left out."""
+    left out, a runaway (the text cut short and followed by one character repeated until the token cap,
+    as greedy decoding does when it falls into a loop), a tool of another role called (``other_tools``), or
+    a required argument left out."""
     from joy_env.protocol import format_turn, parse_action
 
     parsed = parse_action(action)
-    kinds = ["unclosed"]
+    kinds = ["unclosed", "runaway"]
     if parsed.calls and other_tools:
         kinds.append("other tool")
     required = {_function(t)["name"]: _function(t).get("parameters", {}).get("required", []) for t in tools}
@@ -109,6 +161,9 @@ def broken_action(action: str, tools: Sequence[dict[str, Any]], other_tools: Seq
             if action.endswith(tag):
                 return action[: -len(tag)]
         return action + "<tool_call>"
+    if kind == "runaway":
+        cut = rng.randrange(len(action) // 3, max(len(action) // 3 + 1, len(action) - 1))
+        return action[:cut] + rng.choice("0123456789 -.,") * rng.randint(20, 80)
     calls = [dict(c, arguments=dict(c["arguments"])) for c in parsed.calls]
     if kind == "other tool":
         calls[0]["name"] = rng.choice(sorted(other_tools))
@@ -159,11 +214,18 @@ def build_sft_examples(
     rl_fraction: float = 0.5,
     seed: int = 0,
     recovery_rate: float = 0.0,
+    domain_weights: dict[str, float] | None = None,
 ) -> dict[str, list[Example]]:
-    """Expert examples per role from the SFT part of the train split (the first ``num_tasks`` of it), with
-    recovery examples for about ``recovery_rate`` of the turns (see :func:`expert_examples`)."""
+    """Expert examples per role from ``num_tasks`` tasks of the SFT part of the train split (its first ones,
+    or with ``domain_weights`` a reweighted mix of domains, see :func:`weighted_tasks`), with recovery
+    examples for about ``recovery_rate`` of the turns (see :func:`expert_examples`)."""
     env = joy_env.make(env_id, split="train", seed=seed)
     sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
+    if domain_weights:
+        # candidates: enough of the SFT part for every weighted domain to fill its quota
+        pool = sft_indices[: min(len(sft_indices), num_tasks * max(2, int(max(domain_weights.values())) + 2))]
+        picked = weighted_tasks([env.get_task(i).domain for i in pool], num_tasks, domain_weights)
+        sft_indices = [pool[p] for p in picked]
     examples = expert_examples(env, sft_indices[:num_tasks], recovery_rate, seed)
     return by_role(examples, env.possible_agents)
 

@@ -48,6 +48,9 @@ class SFTConfig:
     recovery_rate: float = 0.0
     """Share of expert turns that also give a recovery example: the role's own broken turn and the env's
     error message, then the expert's action (:func:`joy_agents.sft_data.expert_examples`)."""
+    domain_weights: dict[str, float] = field(default_factory=dict)
+    """Reweighting of the SFT tasks' domains against the env's own mix, e.g. ``{"general": 2.0, "math": 0.5}``
+    (unlisted domains: 1; the number of tasks stays ``sft_tasks``)."""
     base_epochs: float = 0.0
     """Epochs of full fine-tuning of the shared base on all roles' examples (0: skip)."""
     base_loss: str = "completion"
@@ -356,7 +359,9 @@ class SFTTrainer:
         base = resolve_model(cfg.model, cfg.seed)
         tokenizer = AutoTokenizer.from_pretrained(base)
         print(f"[sft] base model {base}; building expert data from {cfg.env_id} ({cfg.sft_tasks} tasks)")
-        examples = build_sft_examples(cfg.env_id, cfg.sft_tasks, cfg.rl_fraction, cfg.seed, cfg.recovery_rate)
+        examples = build_sft_examples(
+            cfg.env_id, cfg.sft_tasks, cfg.rl_fraction, cfg.seed, cfg.recovery_rate, cfg.domain_weights
+        )
         counts = {r: len(v) for r, v in examples.items()}
         print(f"[sft] examples per role: {counts}")
         logs: dict[str, list[dict[str, Any]]] = {}

@@ -5,7 +5,7 @@ import random
 import pytest
 
 import joy_env
-from joy_agents.sft_data import by_role, expert_examples, split_train_tasks
+from joy_agents.sft_data import build_sft_examples, by_role, expert_examples, split_train_tasks, weighted_tasks
 
 
 def test_split_train_tasks_is_a_deterministic_partition():
@@ -14,6 +14,36 @@ def test_split_train_tasks_is_a_deterministic_partition():
     assert not set(sft) & set(rl) and set(sft) | set(rl) == set(range(1000))
     assert split_train_tasks(1000, 0.3, seed=1) == (sft, rl)
     assert split_train_tasks(1000, 0.3, seed=2) != (sft, rl)
+
+
+def test_weighted_tasks_reweight_domain_shares_and_keep_the_earliest_tasks():
+    domains = ["a", "b", "c", "d"] * 50  # 50 candidates each
+    assert weighted_tasks(domains, 20) == list(range(20))
+    picked = weighted_tasks(domains, 40, {"a": 2.0, "c": 0.5})
+    counts = {d: sum(domains[i] == d for i in picked) for d in "abcd"}
+    assert counts == {"a": 18, "b": 9, "c": 4, "d": 9}  # 17.8, 8.9, 4.4, 8.9
+    assert picked == sorted(picked) and len(set(picked)) == 40
+    # within a domain, the earliest candidates
+    assert [i for i in picked if domains[i] == "c"] == [2, 6, 10, 14]
+    # a weight of 0 drops a domain; a domain short of candidates hands its rest to the others
+    assert all(domains[i] != "b" for i in weighted_tasks(domains, 40, {"b": 0}))
+    short = ["a"] * 3 + ["b"] * 100
+    assert len(weighted_tasks(short, 20, {"a": 10.0})) == 20
+    assert sum(short[i] == "a" for i in weighted_tasks(short, 20, {"a": 10.0})) == 3
+    with pytest.raises(ValueError, match="unknown domain"):
+        weighted_tasks(domains, 10, {"e": 1.0})
+    with pytest.raises(ValueError, match=">= 0"):
+        weighted_tasks(domains, 10, {"a": -1.0})
+
+
+def test_domain_weights_shift_the_sft_examples_between_roles():
+    plain = build_sft_examples("joy/mixed-v0", 52)
+    weighted = build_sft_examples("joy/mixed-v0", 52, domain_weights={"general": 3.0, "math": 0.0})
+    assert sum(len(v) for v in weighted.values()) > 0
+    assert len(weighted["general"]) > 2 * len(plain["general"])
+    # math examples remain only from collaborative tasks that route through math
+    assert all(ex.domain == "collaborative" for ex in weighted["math"])
+    assert {ex.task_id for v in weighted.values() for ex in v} != {ex.task_id for v in plain.values() for ex in v}
 
 
 def test_expert_examples_cover_every_turn_and_role():
@@ -116,11 +146,17 @@ def test_recovery_examples_show_a_broken_turn_and_its_error_then_the_expert_acti
         )
         for i in range(30)
     }
-    assert kinds == {
+    action = '<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>'
+    runaway = {k for k in kinds if len(k) > len(action) and len(set(k[-20:])) == 1}
+    for k in runaway:  # a prefix of the action, then one character repeated
+        prefix = k.rstrip(k[-1])
+        assert action.startswith(prefix) and len(prefix) < len(action) - 1 and parse_action(k).errors
+    assert kinds - runaway == {
         '<tool_call>{"name": "f", "arguments": {"x": 1}}',
         '<tool_call>{"name": "g", "arguments": {"x": 1}}</tool_call>',
         '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
     }
-    assert all(parse_action(k).calls for k in kinds - {'<tool_call>{"name": "f", "arguments": {"x": 1}}'})
+    assert len(runaway) >= 3
+    assert all(parse_action(k).calls for k in kinds - runaway - {'<tool_call>{"name": "f", "arguments": {"x": 1}}'})
     with pytest.raises(ValueError, match="recovery_rate"):
         expert_examples(env, range(1), recovery_rate=1.5)
