@@ -69,12 +69,11 @@ def weighted_tasks(domains: Sequence[str], num_tasks: int, weights: dict[str, fl
     unknown = sorted(set(weights) - set(present))
     if unknown:
         raise ValueError(f"domain weights name unknown domain(s) {unknown}; domains: {', '.join(present)}")
-    mass = {d: domains.count(d) * float(weights.get(d, 1.0)) for d in present}
-    total = sum(mass.values())
-    if total <= 0:
+    count = {d: domains.count(d) for d in present}
+    mass = {d: count[d] * float(weights.get(d, 1.0)) for d in present}
+    if sum(mass.values()) <= 0:
         raise ValueError(f"domain weights {weights} leave no task to choose")
     # largest-remainder apportionment of num_tasks; a domain whose share exceeds its candidates takes them all
-    count = {d: domains.count(d) for d in present}
     quota = {d: 0 for d in present}
     left = min(num_tasks, sum(count[d] for d in present if mass[d] > 0))
     open_ = [d for d in present if mass[d] > 0]
@@ -222,7 +221,8 @@ def build_sft_examples(
     env = joy_env.make(env_id, split="train", seed=seed)
     sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
     if domain_weights:
-        # candidates: enough of the SFT part for every weighted domain to fill its quota
+        # candidates: the first (max weight + 2) x num_tasks of the SFT part (at least 2x); a domain short of
+        # candidates there hands its remainder to the others
         pool = sft_indices[: min(len(sft_indices), num_tasks * max(2, int(max(domain_weights.values())) + 2))]
         picked = weighted_tasks([env.get_task(i).domain for i in pool], num_tasks, domain_weights)
         sft_indices = [pool[p] for p in picked]
