@@ -85,10 +85,15 @@ def test_run_all_writes_a_summary_and_reports_failures(tmp_path, monkeypatch):
 
 def test_sft_rows_reports_the_same_labels_in_fewer_tokens(tmp_path, tiny_dir):
     out = tmp_path / "sft_rows.json"
-    args = ["--model", str(tiny_dir), "--tasks", "6", "--repeats", "1", "--max-length", "256", "--out", str(out)]
+    args = ["--model", str(tiny_dir), "--tasks", "12", "--batch-size", "4", "--repeats", "1", "--out", str(out)]
     result = _load("sft_rows").main(args)
     rows = result["rows"]
     assert rows["completion"]["labels"] == rows["conversation"]["labels"] > 0
     assert rows["conversation"]["tokens"] < rows["completion"]["tokens"] and result["token_ratio"] > 1
     assert set(result["step_s"]) == {"labelled", "last_keep"} and result["loss_head_speedup"] > 0
+    # one role's rows start with its system prompt: batches grouped by prefix run fewer positions
+    for kind in ("completion", "conversation"):
+        epoch = result["epoch_tokens"][kind]
+        assert epoch["shared_prefix"] < epoch["plain"] and epoch["ratio"] > 1
+    assert result["shared_prefix_batch"]["prefix_tokens"] >= 16 and result["shared_prefix_speedup"] > 0
     assert json.loads(out.read_text())["token_ratio"] == result["token_ratio"]

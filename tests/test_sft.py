@@ -46,6 +46,7 @@ def test_sft_smoke_run_lowers_the_loss_and_changes_adapters(tiny_dir, tmp_path):
         sft_tasks=4,
         base_epochs=0,
         adapter_epochs=6,
+        role_adapter_epochs={"master": 0},
         adapter_lr=1e-2,
         batch_size=4,
         max_length=160,
@@ -61,7 +62,11 @@ def test_sft_smoke_run_lowers_the_loss_and_changes_adapters(tiny_dir, tmp_path):
     # LoRA B matrices start at zero: training the math role made them non-zero, untrained roles stay zero
     b_math = [p for n, p in team.model_for("math").named_parameters() if "lora_B" in n and ".math." in n]
     b_qa = [p for n, p in team.model_for("qa").named_parameters() if "lora_B" in n and ".qa." in n]
+    b_master = [p for n, p in team.model_for("master").named_parameters() if "lora_B" in n and ".master." in n]
     assert b_math and any(p.abs().sum() > 0 for p in b_math)
+    # role_adapter_epochs={"master": 0}: the master has examples but its adapter is not trained
+    assert results["examples_per_role"]["master"] > 0 and "master" not in logs
+    assert b_master and all(p.abs().sum() == 0 for p in b_master)
     assert results["examples_per_role"]["math"] > 0 and (tmp_path / "run" / "results.md").exists()
     assert results["examples_per_role"]["qa"] == 0 or any(p.abs().sum() > 0 for p in b_qa)
 
@@ -113,3 +118,107 @@ def test_base_stage_trains_on_whole_conversations(tiny_dir, tmp_path, loss):
         SFTConfig(base_loss="prompt")
     with pytest.raises(ValueError, match="adapter_loss"):
         SFTConfig(adapter_loss="all")
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [({"nobody": 1.0}, "unknown role"), ({"general": -1}, "numbers >= 0"), ({"general": "2"}, "numbers >= 0")],
+)
+def test_role_adapter_epochs_rejects_unknown_roles_and_bad_values(value, match):
+    with pytest.raises(ValueError, match=match):
+        SFTConfig(role_adapter_epochs=value)
+
+
+def _prefix_batch():
+    prefix = list(range(100, 140))
+    return [
+        {"input_ids": prefix + list(range(5, 30)), "labels": [-100] * 50 + list(range(15, 30))},
+        {"input_ids": prefix + list(range(40, 52)), "labels": [-100] * 44 + list(range(44, 52))},
+        {"input_ids": prefix + list(range(60, 90)), "labels": [-100] * 45 + list(range(65, 90))},
+    ]
+
+
+@pytest.mark.parametrize("adapter", [False, True])
+def test_shared_prefix_gives_the_loss_and_gradients_of_whole_rows(tiny_dir, adapter):
+    from transformers import AutoModelForCausalLM
+
+    from joy_trainers.sft import collate_shared_prefix
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    if adapter:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                torch.nn.init.normal_(p, std=0.05)  # a trained adapter, so its gradients are not trivially zero
+    batch = _prefix_batch()
+    shared = collate_shared_prefix(batch, 0)
+    assert shared["prefix_ids"].shape == (1, 40) and shared["input_ids"].shape == (3, 30)
+
+    def loss_and_grads(inputs):
+        model.zero_grad()
+        loss = completion_loss(model, inputs)
+        loss.backward()
+        return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    loss_a, grads_a = loss_and_grads(shared)
+    loss_b, grads_b = loss_and_grads(collate_left(batch, 0))
+    assert loss_a == pytest.approx(loss_b, abs=1e-5)
+    assert grads_a.keys() == grads_b.keys() and grads_a
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_shared_prefix_length_stops_before_the_first_label_and_the_last_token():
+    from joy_trainers.sft import collate_shared_prefix, shared_prefix_length
+
+    batch = _prefix_batch()
+    assert shared_prefix_length(batch) == 40  # the prompts then differ
+    same = [dict(batch[0]), dict(batch[0])]
+    assert shared_prefix_length(same) == 49  # identical rows: up to the position before the first label
+    unlabelled = [{"input_ids": [1, 2, 3], "labels": [-100] * 3}] * 2
+    assert shared_prefix_length(unlabelled) == 2  # a row keeps at least its last token
+    different = [batch[0], {"input_ids": [7, *batch[1]["input_ids"]], "labels": [-100, *batch[1]["labels"]]}]
+    assert shared_prefix_length(different) == 0
+    assert "prefix_ids" not in collate_shared_prefix(different, 0)  # falls back to plain rows
+    assert "prefix_ids" not in collate_shared_prefix(batch[:1], 0)
+
+
+def test_a_prefix_batch_is_refused_where_the_head_must_run_inside_the_wrapper(tiny_dir):
+    from transformers import AutoModelForCausalLM
+
+    from joy_trainers.sft import collate_shared_prefix, prefix_sharing_supported
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    assert prefix_sharing_supported(model) and not prefix_sharing_supported(_Wrapper(model))
+    with pytest.raises(ValueError, match="collate_left"):
+        completion_loss(_Wrapper(model), collate_shared_prefix(_prefix_batch(), 0))
+
+
+def test_grouped_batches_hold_one_prefix_group_and_cover_every_row_per_pass():
+    import random
+
+    from joy_trainers.sft import bucketed_order, prefix_groups
+
+    rng = random.Random(0)
+    heads = {"a": [1] * 70, "b": [2] * 70, "rare": [3] * 70}
+    rows, kinds = [], []
+    for _ in range(200):
+        kind = rng.choice(["a", "a", "b", "cut"]) if len(kinds) < 197 else "rare"
+        body = [rng.randint(10, 99) for _ in range(rng.randint(5, 200))]
+        rows.append((heads[kind] if kind != "cut" else []) + body)
+        kinds.append(kind)
+    groups = prefix_groups(rows, batch_size=8)
+    assert all((g is None) == (k in ("cut", "rare")) for g, k in zip(groups, kinds, strict=True))  # 3 "rare" < 8
+    lengths = [len(r) for r in rows]
+    order = bucketed_order(lengths, batch_size=8, epochs=2.0, seed=3, groups=groups)
+    # a loader cutting the order into 8 rows finds batches of one group each
+    batches = [order[i : i + 8] for i in range(0, len(order), 8)]
+    assert all(len(b) == 8 and len({groups[j] for j in b}) == 1 for b in batches)
+    first_pass = order[: len(order) // 2]
+    assert set(first_pass) == set(range(200)) and set(order[len(order) // 2 :]) == set(range(200))
+    assert len(first_pass) - 200 < 8 * 3  # short batches are filled up: fewer than 8 extra rows per group
+    assert bucketed_order(lengths, 8, 1.0, seed=3, groups=groups) == first_pass  # passes do not depend on epochs
+    with pytest.raises(ValueError, match="one key per example"):
+        bucketed_order(lengths, 8, 1.0, seed=3, groups=groups[:-1])
