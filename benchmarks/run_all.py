@@ -53,6 +53,8 @@ HEADLINES: list[tuple[str, str, str, str]] = [
     ("sampling_cost", "joint_over_nodewise", "joint over node-wise samples", ""),
     ("sft_rows", "token_ratio", "SFT tokens, a row per turn over a row per conversation", ""),
     ("sft_rows", "loss_head_speedup", "SFT step, loss head on labelled positions only", ""),
+    ("sft_rows", "epoch_tokens.completion.ratio", "adapter epoch positions, whole rows over shared prefixes", ""),
+    ("sft_rows", "shared_prefix_speedup", "SFT step, shared prefix run once", ""),
     ("grpo_step_vs_trl", "ratio_vs_trl", "our GRPO step time over TRL's", "<= 1.0 (goal 0.8)"),
 ]
 """(benchmark, JSON path, label, goal) rows of the summary table."""

@@ -157,6 +157,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "base_loss": "conversation",
         "base_lr": 3e-3,
         "adapter_epochs": 0.5,
+        "role_adapter_epochs": {"general": 2.5, "ecommerce": 1.5},
         "adapter_lr": 2e-3,
         "adapter_loss": "conversation",
         "lora_r": 4,
