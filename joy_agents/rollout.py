@@ -278,8 +278,12 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     n = len(trajectories)
     if n == 0:
         raise ValueError("summarize needs at least one trajectory")
-    turns = sum(len(t.nodes) for t in trajectories)
-    valid = sum(1 for t in trajectories for nd in t.result["nodes"] if nd["format_ok"])
+
+    def format_rate(ts: Sequence[Trajectory]) -> float:
+        turns = sum(len(t.nodes) for t in ts)
+        valid = sum(1 for t in ts for nd in t.result["nodes"] if nd["format_ok"])
+        return valid / turns if turns else 0.0
+
     per: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         per[t.domain].append(t)
@@ -287,13 +291,14 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         "success_rate": sum(t.success for t in trajectories) / n,
         "mean_reward": sum(t.reward for t in trajectories) / n,
         "mean_accuracy": sum(t.result["R_A"] for t in trajectories) / n,
-        "format_valid_rate": valid / turns if turns else 0.0,
+        "format_valid_rate": format_rate(trajectories),
         "generated_tokens": sum(t.generated_tokens for t in trajectories),
         "episodes": n,
         "per_domain": {
             d: {
                 "success_rate": sum(t.success for t in ts) / len(ts),
                 "mean_accuracy": sum(t.result["R_A"] for t in ts) / len(ts),
+                "format_valid_rate": format_rate(ts),
                 "n": len(ts),
             }
             for d, ts in sorted(per.items())

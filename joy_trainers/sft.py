@@ -676,12 +676,16 @@ def results_table(results: dict[str, Any]) -> str:
 
     for key in ("success_rate", "mean_reward", "mean_accuracy", "format_valid_rate"):
         lines.append(f"| {key} | {fmt(before.get(key))} | {fmt(after.get(key))} |")
-    lines += ["", "| domain | n | success (baseline) | success (after) | accuracy (after) |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| domain | n | success (baseline) | success (after) | accuracy (after) | format-valid turns (after) |",
+        "|---|---|---|---|---|---|",
+    ]
     for domain, m in (after.get("per_domain") or {}).items():
         b = (before.get("per_domain") or {}).get(domain, {})
         lines.append(
             f"| {domain} | {m['n']} | {fmt(b.get('success_rate'))} | {fmt(m['success_rate'])} |"
-            f" {fmt(m['mean_accuracy'])} |"
+            f" {fmt(m['mean_accuracy'])} | {fmt(m.get('format_valid_rate'))} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -55,6 +55,13 @@ def test_nodes_hold_ids_logprobs_and_rewards(team):
     assert metrics["episodes"] == 2 and 0 <= metrics["success_rate"] <= 1
     assert metrics["generated_tokens"] == sum(t.generated_tokens for t in trajectories)
     assert sum(d["n"] for d in metrics["per_domain"].values()) == 2
+    # format validity per domain: valid turns over turns of that domain's episodes; overall = pooled
+    for domain, m in metrics["per_domain"].items():
+        ts = [t for t in trajectories if t.domain == domain]
+        valid = sum(nd["format_ok"] for t in ts for nd in t.result["nodes"])
+        assert m["format_valid_rate"] == valid / sum(len(t.nodes) for t in ts)
+    valid = sum(nd["format_ok"] for t in trajectories for nd in t.result["nodes"])
+    assert metrics["format_valid_rate"] == valid / sum(len(t.nodes) for t in trajectories)
 
 
 def test_branching_from_a_node_snapshot_replays_the_episode(team):
