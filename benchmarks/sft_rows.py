@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from joy_agents.sft_data import build_sft_examples, conversation_rows, tokenize_example
+    from joy_agents.sft_data import build_sft_examples
     from joy_agents.tiny import build_tiny_model
     from joy_trainers.sft import (
         bucketed_order,
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> dict:
         collate_shared_prefix,
         completion_loss,
         prefix_groups,
+        sft_rows,
         shared_prefix_length,
     )
 
@@ -59,11 +60,12 @@ def main(argv: list[str] | None = None) -> dict:
     path = args.model or str(build_tiny_model())
     tokenizer = AutoTokenizer.from_pretrained(path)
     per_role = build_sft_examples("joy/mixed-v0", args.tasks)
-    examples = [ex for exs in per_role.values() for ex in exs]
-    kinds = {
-        "completion": [tokenize_example(tokenizer, ex, args.max_length) for ex in examples],
-        "conversation": conversation_rows(tokenizer, examples, args.max_length),
+    # each role's rows (the adapter stage's data); all roles' rows in role order (the base stage's)
+    role_rows = {
+        kind: {role: sft_rows(tokenizer, exs, args.max_length, kind) for role, exs in per_role.items() if exs}
+        for kind in ("completion", "conversation")
     }
+    kinds = {kind: [r for rs in by_role.values() for r in rs] for kind, by_role in role_rows.items()}
     rows = {
         kind: {
             "rows": len(rs),
@@ -89,14 +91,8 @@ def main(argv: list[str] | None = None) -> dict:
     epoch: dict[str, dict[str, float]] = {}
     for kind in kinds:
         plain = shared = 0
-        for role_examples in per_role.values():  # the adapter stage: one role's rows at a time
-            if not role_examples:
-                continue
-            if kind == "completion":
-                role_rows = [tokenize_example(tokenizer, ex, args.max_length) for ex in role_examples]
-            else:
-                role_rows = conversation_rows(tokenizer, role_examples, args.max_length)
-            p, q = epoch_tokens(role_rows)
+        for rows_of_role in role_rows[kind].values():  # the adapter stage: one role's rows at a time
+            p, q = epoch_tokens(rows_of_role)
             plain, shared = plain + p, shared + q
         epoch[kind] = {"plain": plain, "shared_prefix": shared, "ratio": plain / shared}
 

@@ -17,6 +17,7 @@ Paper settings for Qwen2.5-3B: lr 5e-6, 5 epochs (see ``examples/configs/sft_qwe
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -348,13 +349,13 @@ def prefix_sharing_supported(model: Any) -> bool:
     )
 
 
-def _cache_argument(model: Any) -> str:
-    """The name of the forward argument that takes a KV cache: ``cache`` in newer transformers, before that
-    ``past_key_values``."""
+@functools.cache
+def _cache_argument(model_class: type) -> str:
+    """The name of ``model_class.forward``'s argument that takes a KV cache: ``cache`` in newer transformers,
+    before that ``past_key_values`` (looked up once per class, not at every step)."""
     import inspect
 
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(type(inner).forward).parameters else "past_key_values"
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -> Any:
@@ -385,7 +386,8 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
         cache = getattr(prefix, "cache", None)
         cache = prefix.past_key_values if cache is None else cache
         cache.batch_repeat_interleave(inputs["input_ids"].size(0))
-        extra = {_cache_argument(model): cache, "use_cache": True}
+        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+        extra = {_cache_argument(type(inner)): cache, "use_cache": True}
     out = model(
         input_ids=inputs["input_ids"],
         attention_mask=inputs["attention_mask"],
