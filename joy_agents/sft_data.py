@@ -16,8 +16,10 @@ completion is the expert text followed by the tokenizer's end-of-turn token, tok
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import joy_env
@@ -199,6 +201,138 @@ def _recovery_example(
         env.restore(snapshot)
 
 
+ENTITY_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Z][A-Za-z]{2,}(?![A-Za-z0-9_])")
+"""A capitalised word or code of 3+ letters (a name, a city, a currency or stock code)."""
+ENTITY_DIGITS = re.compile(r"(?<![0-9])[0-9]{3,}(?![0-9])")
+"""A run of 3+ digits (an id, a price, a year, a tool's result)."""
+_LOWER_WORD = re.compile(r"(?<![A-Za-z])[a-z]{3,}(?![A-Za-z])")
+_CONSONANTS = "bcdfghklmnprstvz"
+_VOWELS = "aeiou"
+
+
+def _episode_key(example: Example) -> str:
+    return example.task_id.split(RECOVERY_TAG)[0]
+
+
+def _fresh_word(word: str, rng: random.Random, taken: set[str]) -> str:
+    """A pronounceable random word shaped like ``word`` (its length and case pattern), not in ``taken``."""
+    while True:
+        if word.isupper():
+            new = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in word)
+        else:
+            start = rng.random() < 0.5
+            letters = [rng.choice(_VOWELS if (i % 2 == 0) == start else _CONSONANTS) for i in range(len(word))]
+            new = "".join(letters).capitalize()
+        if new not in taken:
+            taken.add(new)
+            return new
+
+
+def _fresh_digits(run: str, rng: random.Random, taken: set[str]) -> str:
+    """Random digits of the length of ``run`` (no leading zero unless ``run`` has one), not in ``taken``."""
+    while True:
+        head = "0" if run[0] == "0" else rng.choice("123456789")
+        new = head + "".join(rng.choice("0123456789") for _ in run[1:])
+        if new not in taken:
+            taken.add(new)
+            return new
+
+
+def swap_entities(examples: Sequence[Example], rate: float, seed: int = 0, max_share: float = 0.02) -> list[Example]:
+    """``examples`` with the entities of about ``rate`` of their episodes replaced by fresh random ones.
+
+    An entity is a capitalised word of 3+ letters (``Salzburg``, ``KRW``) or a run of 3+ digits (``2161``
+    of ``U2161``, a price, a tool's result) that the expert wrote in the episode (in a tool call, a query or
+    an answer) and that is rare: it occurs in at most ``max_share`` of the episodes, is not in a system prompt
+    or tool schema, and its lower-case form is not a common word (``From``). In a chosen episode each entity
+    becomes one fresh word of its shape everywhere it occurs (requests, tool results, the expert's turns, for
+    every role), so every copy the expert made is still a copy, and nothing can be predicted from entities
+    seen in other episodes.
+
+    Why: the train and test splits share no entities, so a team must copy names, ids and numbers from the
+    request and the tool results. A small model trained on the real episodes learns instead to write the
+    entities it saw most often (they lower its loss just as well), and solves almost no test task; in a
+    swapped episode only copying lowers the loss. Tool results of swapped episodes no longer agree with the
+    database or with arithmetic; they are never trained on (only the expert's turns are labels).
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"entity_swap rate must be in [0, 1], got {rate!r}")
+    if not 0.0 < max_share <= 1.0:
+        raise ValueError(f"max_share must be in (0, 1], got {max_share!r}")
+    if rate == 0.0 or not examples:
+        return list(examples)
+    episodes: dict[str, list[Example]] = {}
+    for ex in examples:
+        episodes.setdefault(_episode_key(ex), []).append(ex)
+
+    def texts(ex: Example) -> Iterator[str]:
+        for m in ex.messages:
+            if isinstance(m.get("content"), str):
+                yield m["content"]
+        yield ex.completion
+
+    structural: set[str] = set()
+    found: Counter[str] = Counter()
+    lower: Counter[str] = Counter()
+    for group in episodes.values():
+        seen: set[str] = set()
+        low: set[str] = set()
+        for ex in group:
+            structural.update(str(t) for t in ex.tools)
+            for m in ex.messages:
+                if m.get("role") == "system":
+                    structural.add(str(m.get("content")))
+            for text in texts(ex):
+                seen.update(ENTITY_WORD.findall(text), ENTITY_DIGITS.findall(text))
+                low.update(_LOWER_WORD.findall(text))
+        found.update(seen)
+        lower.update(low)
+    limit = max_share * len(episodes)
+    structural_text = "\n".join(structural)
+    fixed = {w for w in found if found[w] > limit or lower[w.lower()] > limit or w in structural_text}
+
+    out: list[Example] = []
+    for key, group in episodes.items():
+        rng = random.Random(f"entity-swap/{seed}/{key}")
+        if rng.random() >= rate:
+            out.extend(group)
+            continue
+        written: set[str] = set()
+        present: set[str] = set()
+        for ex in group:
+            written.update(ENTITY_WORD.findall(ex.completion), ENTITY_DIGITS.findall(ex.completion))
+            for text in texts(ex):
+                present.update(ENTITY_WORD.findall(text), ENTITY_DIGITS.findall(text))
+        chosen = sorted(written - fixed)
+        if not chosen:
+            out.extend(group)
+            continue
+        taken = set(present)
+        mapping = {w: (_fresh_digits(w, rng, taken) if w.isdigit() else _fresh_word(w, rng, taken)) for w in chosen}
+        words = sorted((w for w in chosen if not w.isdigit()), key=len, reverse=True)
+        runs = sorted((w for w in chosen if w.isdigit()), key=len, reverse=True)
+        patterns = []
+        if words:
+            patterns.append(re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, words)) + r")(?![A-Za-z0-9_])"))
+        if runs:
+            patterns.append(re.compile(r"(?<![0-9])(" + "|".join(runs) + r")(?![0-9])"))
+
+        def swap(text: str, patterns: list[re.Pattern[str]] = patterns, mapping: dict[str, str] = mapping) -> str:
+            for pattern in patterns:
+                text = pattern.sub(lambda found: mapping[found.group(1)], text)
+            return text
+
+        for ex in group:
+            messages = tuple(
+                dict(m, content=swap(m["content"]))
+                if isinstance(m.get("content"), str) and m.get("role") != "system"
+                else m
+                for m in ex.messages
+            )
+            out.append(replace(ex, messages=messages, completion=swap(ex.completion)))
+    return out
+
+
 def by_role(examples: Sequence[Example], roles: Sequence[str]) -> dict[str, list[Example]]:
     """Group examples by role (every role in ``roles`` gets a list, maybe empty)."""
     out: dict[str, list[Example]] = {r: [] for r in roles}
@@ -214,10 +348,12 @@ def build_sft_examples(
     seed: int = 0,
     recovery_rate: float = 0.0,
     domain_weights: dict[str, float] | None = None,
+    entity_swap: float = 0.0,
 ) -> dict[str, list[Example]]:
     """Expert examples per role from ``num_tasks`` tasks of the SFT part of the train split (its first ones,
     or with ``domain_weights`` a reweighted mix of domains, see :func:`weighted_tasks`), with recovery
-    examples for about ``recovery_rate`` of the turns (see :func:`expert_examples`)."""
+    examples for about ``recovery_rate`` of the turns (see :func:`expert_examples`) and the entities of about
+    ``entity_swap`` of the episodes replaced by fresh ones (see :func:`swap_entities`)."""
     env = joy_env.make(env_id, split="train", seed=seed)
     sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
     if domain_weights:
@@ -227,6 +363,8 @@ def build_sft_examples(
         picked = weighted_tasks([env.get_task(i).domain for i in pool], num_tasks, domain_weights)
         sft_indices = [pool[p] for p in picked]
     examples = expert_examples(env, sft_indices[:num_tasks], recovery_rate, seed)
+    if entity_swap:
+        examples = swap_entities(examples, entity_swap, seed)
     return by_role(examples, env.possible_agents)
 
 

@@ -50,6 +50,10 @@ class SFTConfig:
     recovery_rate: float = 0.0
     """Share of expert turns that also give a recovery example: the role's own broken turn and the env's
     error message, then the expert's action (:func:`joy_agents.sft_data.expert_examples`)."""
+    entity_swap: float = 0.0
+    """Share of the SFT episodes whose rare entities (names, codes, ids, numbers the expert wrote) are replaced
+    by fresh random ones throughout the episode, so copying from the request and the tool results is the only
+    way to predict them (:func:`joy_agents.sft_data.swap_entities`)."""
     domain_weights: dict[str, float] = field(default_factory=dict)
     """Reweighting of the SFT tasks' domains against the env's own mix, e.g. ``{"general": 2.0, "math": 0.5}``
     (unlisted domains: 1; the number of tasks stays ``sft_tasks``)."""
@@ -131,8 +135,9 @@ class SFTConfig:
             raise ValueError(f"base_loss must be one of {LOSSES}, got {self.base_loss!r}")
         if self.adapter_loss not in LOSSES[:2]:
             raise ValueError(f"adapter_loss must be one of {LOSSES[:2]}, got {self.adapter_loss!r}")
-        if not 0.0 <= self.recovery_rate <= 1.0:
-            raise ValueError(f"recovery_rate must be in [0, 1], got {self.recovery_rate!r}")
+        for name in ("recovery_rate", "entity_swap"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if self.sft_tasks < 1:
             raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
         if self.eval_split not in joy_env.SPLITS:
@@ -486,7 +491,13 @@ class SFTTrainer:
         tokenizer = AutoTokenizer.from_pretrained(base)
         print(f"[sft] base model {base}; building expert data from {cfg.env_id} ({cfg.sft_tasks} tasks)")
         examples = build_sft_examples(
-            cfg.env_id, cfg.sft_tasks, cfg.rl_fraction, cfg.seed, cfg.recovery_rate, cfg.domain_weights
+            cfg.env_id,
+            cfg.sft_tasks,
+            cfg.rl_fraction,
+            cfg.seed,
+            cfg.recovery_rate,
+            cfg.domain_weights,
+            cfg.entity_swap,
         )
         counts = {r: len(v) for r, v in examples.items()}
         print(f"[sft] examples per role: {counts}")

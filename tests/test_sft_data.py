@@ -160,3 +160,58 @@ def test_recovery_examples_show_a_broken_turn_and_its_error_then_the_expert_acti
     assert all(parse_action(k).calls for k in kinds - runaway - {'<tool_call>{"name": "f", "arguments": {"x": 1}}'})
     with pytest.raises(ValueError, match="recovery_rate"):
         expert_examples(env, range(1), recovery_rate=1.5)
+
+
+def test_swap_entities_replaces_rare_entities_consistently_in_whole_episodes():
+    from joy_agents.sft_data import ENTITY_DIGITS, ENTITY_WORD, conversations, swap_entities
+    from joy_env.protocol import parse_action
+
+    env = joy_env.make("joy/mixed-v0", split="train")
+    examples = expert_examples(env, range(60))
+    swapped = swap_entities(examples, 1.0, seed=0)
+    assert len(swapped) == len(examples)
+    assert [(e.role, e.task_id) for e in swapped] == [(e.role, e.task_id) for e in examples]
+    changed = 0
+    for before, after in zip(examples, swapped):
+        # structure is untouched: the same tools, system prompt, message roles and tool names
+        assert after.tools == before.tools and after.messages[0] == before.messages[0]
+        assert [m["role"] for m in after.messages] == [m["role"] for m in before.messages]
+        old, new = parse_action(before.completion), parse_action(after.completion)
+        assert [c["name"] for c in old.calls] == [c["name"] for c in new.calls]
+        assert [sorted(c["arguments"]) for c in old.calls] == [sorted(c["arguments"]) for c in new.calls]
+        changed += after.completion != before.completion
+    assert changed > len(examples) // 3
+    # one mapping per episode: an entity the expert wrote is replaced by the same word everywhere in the
+    # episode, for every role, and the words it was replaced by occur in what the role saw (still a copy)
+    by_task: dict[str, dict[str, set[str]]] = {}
+    for before, after in zip(examples, swapped):
+        old_words = ENTITY_WORD.findall(before.completion) + ENTITY_DIGITS.findall(before.completion)
+        new_words = ENTITY_WORD.findall(after.completion) + ENTITY_DIGITS.findall(after.completion)
+        assert len(old_words) == len(new_words)
+        for o, n in zip(old_words, new_words):
+            by_task.setdefault(before.task_id, {}).setdefault(o, set()).add(n)
+    assert all(len(news) == 1 for words in by_task.values() for news in words.values())
+    assert any(o not in news for words in by_task.values() for o, news in words.items())
+    # the conversations keep their prefix structure (conversation rows still apply)
+    assert len(conversations(swapped)) == len(conversations(examples))
+    # deterministic; rate 0 is the identity; rate 0.5 swaps part of the episodes
+    assert swap_entities(examples, 1.0, seed=0) == swapped
+    assert swap_entities(examples, 0.0) == examples
+    half = swap_entities(examples, 0.5, seed=0)
+    touched = {b.task_id for b, a in zip(examples, half) if a != b}
+    assert 0 < len(touched) < len({e.task_id for e in examples})
+    with pytest.raises(ValueError, match="entity_swap"):
+        swap_entities(examples, 1.5)
+
+
+def test_swap_entities_keeps_common_words_and_structure():
+    from joy_agents.sft_data import swap_entities
+
+    env = joy_env.make("joy/mixed-v0", split="train")
+    examples = expert_examples(env, range(60))
+    swapped = swap_entities(examples, 1.0, seed=0)
+    text_before = " ".join(e.completion for e in examples)
+    text_after = " ".join(e.completion for e in swapped)
+    # words every episode uses (tool names, argument names, frequent English words) stay as they are
+    for word in ("call_agent", "search_kb", '"arguments"', "<answer>", "The "):
+        assert text_before.count(word) == text_after.count(word), word
