@@ -97,3 +97,25 @@ def test_sft_rows_reports_the_same_labels_in_fewer_tokens(tmp_path, tiny_dir):
         assert epoch["shared_prefix"] < epoch["plain"] and epoch["ratio"] > 1
     assert result["shared_prefix_batch"]["prefix_tokens"] >= 16 and result["shared_prefix_speedup"] > 0
     assert json.loads(out.read_text())["token_ratio"] == result["token_ratio"]
+
+
+def test_copy_probe_scores_the_experts_copied_entities(sft_run, tmp_path):
+    import joy_env
+    from joy_agents.sft_data import expert_examples
+
+    bench = _load("copy_probe")
+    env = joy_env.make("joy/ecommerce-v0", split="test")
+    examples = expert_examples(env, range(3))
+    first = examples[0]
+    spans = bench.copied_spans(first)
+    copied = [first.completion[a:b] for a, b in spans]
+    # the entities of the expert's first call are all read from the request (a user id, a product's name)
+    assert copied and all(word in first.messages[-1]["content"] for word in copied)
+    out = tmp_path / "probe.json"
+    result = bench.main([str(sft_run), "--tasks", "2", "--out", str(out)])
+    assert json.loads(out.read_text())["teams"] == result["teams"]
+    for figures in result["teams"][str(sft_run)].values():
+        assert figures["tokens"] > figures["entity_tokens"] > 0
+        assert 0.0 <= figures["entity_token_accuracy"] <= 1.0 and 0.0 <= figures["token_accuracy"] <= 1.0
+    with pytest.raises(SystemExit):
+        bench.main([str(tmp_path), "--tasks", "2"])
