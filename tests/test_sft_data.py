@@ -172,7 +172,7 @@ def test_swap_entities_replaces_rare_entities_consistently_in_whole_episodes():
     assert len(swapped) == len(examples)
     assert [(e.role, e.task_id) for e in swapped] == [(e.role, e.task_id) for e in examples]
     changed = 0
-    for before, after in zip(examples, swapped):
+    for before, after in zip(examples, swapped, strict=True):
         # structure is untouched: the same tools, system prompt, message roles and tool names
         assert after.tools == before.tools and after.messages[0] == before.messages[0]
         assert [m["role"] for m in after.messages] == [m["role"] for m in before.messages]
@@ -184,12 +184,16 @@ def test_swap_entities_replaces_rare_entities_consistently_in_whole_episodes():
     # one mapping per episode: an entity the expert wrote is replaced by the same word everywhere in the
     # episode, for every role, and the words it was replaced by occur in what the role saw (still a copy)
     by_task: dict[str, dict[str, set[str]]] = {}
-    for before, after in zip(examples, swapped):
+    for before, after in zip(examples, swapped, strict=True):
         old_words = ENTITY_WORD.findall(before.completion) + ENTITY_DIGITS.findall(before.completion)
         new_words = ENTITY_WORD.findall(after.completion) + ENTITY_DIGITS.findall(after.completion)
         assert len(old_words) == len(new_words)
-        for o, n in zip(old_words, new_words):
+        seen_before = " ".join(m["content"] for m in before.messages)
+        seen_after = " ".join(m["content"] for m in after.messages)
+        for o, n in zip(old_words, new_words, strict=True):
             by_task.setdefault(before.task_id, {}).setdefault(o, set()).add(n)
+            if o in seen_before:
+                assert n in seen_after  # a copy stays a copy
     assert all(len(news) == 1 for words in by_task.values() for news in words.values())
     assert any(o not in news for words in by_task.values() for o, news in words.items())
     # the conversations keep their prefix structure (conversation rows still apply)
@@ -198,7 +202,7 @@ def test_swap_entities_replaces_rare_entities_consistently_in_whole_episodes():
     assert swap_entities(examples, 1.0, seed=0) == swapped
     assert swap_entities(examples, 0.0) == examples
     half = swap_entities(examples, 0.5, seed=0)
-    touched = {b.task_id for b, a in zip(examples, half) if a != b}
+    touched = {b.task_id for b, a in zip(examples, half, strict=True) if a != b}
     assert 0 < len(touched) < len({e.task_id for e in examples})
     with pytest.raises(ValueError, match="entity_swap"):
         swap_entities(examples, 1.5)
