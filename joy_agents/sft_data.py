@@ -276,7 +276,8 @@ def swap_entities(examples: Sequence[Example], rate: float, seed: int = 0, max_s
     structural: set[str] = set()
     found: Counter[str] = Counter()
     lower: Counter[str] = Counter()
-    for group in episodes.values():
+    present: dict[str, set[str]] = {}  # the entity-shaped words of each episode's text
+    for key, group in episodes.items():
         seen: set[str] = set()
         low: set[str] = set()
         for ex in group:
@@ -289,6 +290,7 @@ def swap_entities(examples: Sequence[Example], rate: float, seed: int = 0, max_s
                 low.update(_LOWER_WORD.findall(text))
         found.update(seen)
         lower.update(low)
+        present[key] = seen
     limit = max_share * len(episodes)
     structural_text = "\n".join(structural)
     fixed = {w for w in found if found[w] > limit or lower[w.lower()] > limit or w in structural_text}
@@ -300,16 +302,13 @@ def swap_entities(examples: Sequence[Example], rate: float, seed: int = 0, max_s
             out.extend(group)
             continue
         written: set[str] = set()
-        present: set[str] = set()
         for ex in group:
             written.update(ENTITY_WORD.findall(ex.completion), ENTITY_DIGITS.findall(ex.completion))
-            for text in texts(ex):
-                present.update(ENTITY_WORD.findall(text), ENTITY_DIGITS.findall(text))
         chosen = sorted(written - fixed)
         if not chosen:
             out.extend(group)
             continue
-        taken = set(present)
+        taken = set(present[key])
         mapping = {w: (_fresh_digits(w, rng, taken) if w.isdigit() else _fresh_word(w, rng, taken)) for w in chosen}
         words = sorted((w for w in chosen if not w.isdigit()), key=len, reverse=True)
         runs = sorted((w for w in chosen if w.isdigit()), key=len, reverse=True)
