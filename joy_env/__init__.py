@@ -13,7 +13,7 @@ Quick start::
 
 Documentation: :mod:`joy_env.env` (agents, protocol, observation, reward), :mod:`joy_env.builtin`
 (env ids), :mod:`joy_env.rewards` (reward module and scoring functions), :mod:`joy_env.registry`
-(custom domains), and one module per domain under :mod:`joy_env.domains`.
+(custom domains), and one module or package per domain under :mod:`joy_env.domains`.
 """
 
 from joy_env.core import AGENTS, SPLITS, SUB_AGENTS, Domain, SubTask, Task, Tool, ToolContext, ToolError
