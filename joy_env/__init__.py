@@ -16,7 +16,18 @@ Documentation: :mod:`joy_env.env` (agents, protocol, observation, reward), :mod:
 (custom domains), and one module or package per domain under :mod:`joy_env.domains`.
 """
 
-from joy_env.core import AGENTS, SPLITS, SUB_AGENTS, Domain, SubTask, Task, Tool, ToolContext, ToolError
+from joy_env.core import (
+    AGENTS,
+    SPLITS,
+    SUB_AGENTS,
+    Domain,
+    SubTask,
+    Task,
+    TaskSourceBase,
+    Tool,
+    ToolContext,
+    ToolError,
+)
 from joy_env.env import EnvSnapshot, JoyEnv
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.registry import EnvSpec, list_envs, make, register_env
@@ -35,6 +46,7 @@ __all__ = [
     "RewardConfig",
     "SubTask",
     "Task",
+    "TaskSourceBase",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -162,11 +163,36 @@ class TaskSource(Protocol):
 
     ``size(split)`` tasks exist per split; ``task(split, index)`` builds one (``0 <= index < size``).
     ``dbs`` maps a domain name to a pristine read-only SQLite connection of that domain's database.
+    :class:`TaskSourceBase` implements both with the argument checks; any object with these two methods works.
     """
 
     def size(self, split: str) -> int: ...
 
     def task(self, split: str, index: int) -> Task: ...
+
+
+class TaskSourceBase(ABC):
+    """A :class:`TaskSource` whose ``size`` and ``task`` check their arguments.
+
+    A subclass sets ``sizes`` (``{split: number of tasks}`` for every split of :data:`SPLITS`) and implements
+    :meth:`build_task`. ``task`` raises ``ValueError`` for an unknown split or an index out of range, so
+    ``build_task`` only ever sees a valid split and an ``int`` index in range.
+    """
+
+    sizes: Mapping[str, int]
+
+    def size(self, split: str) -> int:
+        """Number of tasks of ``split``."""
+        check_split(split)
+        return self.sizes[split]
+
+    def task(self, split: str, index: int) -> Task:
+        """Task ``index`` of ``split`` (deterministic in the source's seed, the split and the index)."""
+        return self.build_task(split, check_index(split, index, self.size(split)))
+
+    @abstractmethod
+    def build_task(self, split: str, index: int) -> Task:
+        """Build task ``index`` of ``split`` (both already checked)."""
 
 
 @dataclass(frozen=True)

@@ -110,3 +110,37 @@ def test_reset_after_writes_restores_the_pristine_database(library_env_id):
         assert database.full_dump(env._dbs["librarian"]) != pristine  # the episode lent a book
         env.reset(options={"task_index": i})
         assert database.full_dump(env._dbs["librarian"]) == pristine
+
+
+def test_task_source_base_checks_split_and_index_for_every_source(library_env_id):
+    import numpy as np
+
+    from joy_env.domains import bfcl, ecommerce, general, math, mixed, qa
+
+    seen = []
+
+    class Counting(joy_env.TaskSourceBase):
+        sizes = {"train": 3, "validation": 1, "test": 1}
+
+        def build_task(self, split, index):
+            seen.append((split, index, type(index)))
+            return joy_env.make(library_env_id, split=split).get_task(index)
+
+    src = Counting()
+    assert src.size("train") == 3 and src.task("train", np.int64(2)).task_id.endswith("/train/2")
+    assert seen == [("train", 2, int)]  # build_task sees a plain int
+    sources = [src, general.task_source(0), qa.task_source(0), math.task_source(0)]
+    db = joy_env.make("joy/mixed-v0").world.pristine["ecommerce"]
+    sources += [ecommerce.task_source(0, db), mixed.task_source(0, db)]
+    assert all(isinstance(s, joy_env.TaskSourceBase) for s in sources)
+    assert issubclass(bfcl.BFCLTaskSource, joy_env.TaskSourceBase)
+    for s in sources:
+        with pytest.raises(ValueError, match="unknown split 'dev'"):
+            s.size("dev")
+        with pytest.raises(ValueError, match="unknown split"):
+            s.task("dev", 0)
+        n = s.size("test")
+        for bad in (-1, n, True, 1.0, "0"):
+            with pytest.raises(ValueError, match=rf"out of range for split 'test': expected 0 <= index < {n}"):
+                s.task("test", bad)
+    assert len(seen) == 1  # no rejected call reached build_task

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from joy_env.core import SubTask, Task, ToolContext, ToolError, check_index, check_split
+from joy_env.core import SubTask, Task, TaskSourceBase, ToolContext, ToolError
 from joy_env.domains.ecommerce.helpers import RETURN_REASONS, _eligible_cents, coupon_failures
 from joy_env.domains.ecommerce.schemas import _TOOL_MAP
 from joy_env.domains.ecommerce.task_helpers import (
@@ -26,13 +26,14 @@ from joy_env.domains.ecommerce.task_helpers import (
 from joy_env.domains.ecommerce_db import MAX_CART_QUANTITY, cents_str, coupon_discount
 
 
-class EcommerceTaskSource(ShopIndex):
+class EcommerceTaskSource(ShopIndex, TaskSourceBase):
     """Tasks of the e-commerce domain for one seed (templates: see :mod:`joy_env.domains.ecommerce`)."""
 
     SIZES: Mapping[str, int] = {"train": 20000, "validation": 2000, "test": 2000}
 
     def __init__(self, seed: int, db: sqlite3.Connection) -> None:
         self.seed = seed
+        self.sizes = dict(self.SIZES)
         self.db = db
         self._image: bytes | None = None
         self._scratch: sqlite3.Connection | None = None
@@ -59,14 +60,8 @@ class EcommerceTaskSource(ShopIndex):
 
     # -- public API -----------------------------------------------------------------------------------------
 
-    def size(self, split: str) -> int:
-        """Number of tasks of ``split``."""
-        check_split(split)
-        return self.SIZES[split]
-
-    def task(self, split: str, index: int) -> Task:
+    def build_task(self, split: str, index: int) -> Task:
         """Task ``index`` of ``split`` (deterministic in seed, split and index)."""
-        index = check_index(split, index, self.size(split))
         rng = random.Random(f"ecommerce-task/{self.seed}/{split}/{index}")
         templates = [t for t in self._templates if split == "test" or not t[2]]
         first = rng.choices(range(len(templates)), weights=[t[3] for t in templates])[0]

@@ -6,27 +6,21 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from joy_env.core import SubTask, Task, check_index, check_split
+from joy_env.core import SubTask, Task, TaskSourceBase
 from joy_env.domains.general.splits import _pools
 from joy_env.domains.general.templates import TEMPLATES, TEST_ONLY_TEMPLATES, _Plan, _Retry
 
 SIZES = {"train": 20000, "validation": 2000, "test": 2000}
 
 
-class GeneralTaskSource:
+class GeneralTaskSource(TaskSourceBase):
     """Generated general tasks (see :mod:`joy_env.domains.general`); deterministic in (seed, split, index)."""
 
     def __init__(self, seed: int = 0, sizes: Mapping[str, int] | None = None) -> None:
         self.seed = seed
         self.sizes = dict(SIZES if sizes is None else sizes)
 
-    def size(self, split: str) -> int:
-        check_split(split)
-        return self.sizes[split]
-
-    def task(self, split: str, index: int) -> Task:
-        size = self.size(split)
-        index = check_index(split, index, size)
+    def build_task(self, split: str, index: int) -> Task:
         rng = random.Random(f"{self.seed}/general/{split}/{index}")
         pool = _pools()[split]
         names = [n for n in TEMPLATES if split == "test" or n not in TEST_ONLY_TEMPLATES]

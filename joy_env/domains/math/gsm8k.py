@@ -13,7 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from joy_env.core import SPLITS, SubTask, Task, check_index, check_split
+from joy_env.core import SPLITS, SubTask, Task, TaskSourceBase
 from joy_env.safe_math import SafeMathError, evaluate_exact, format_number, parse_number
 
 _ANNOTATION = re.compile(r"<<([^<>=]*)=([^<>]*)>>")
@@ -111,7 +111,7 @@ def _bucket(question: str) -> str:
     return "train" if h < 8 else ("validation" if h == 8 else "test")
 
 
-class GSM8KTaskSource:
+class GSM8KTaskSource(TaskSourceBase):
     """GSM8K lines split 80/10/10 by a hash of the question (stable across seeds and file orders)."""
 
     def __init__(self, tasks: Sequence[Task], seed: int = 0) -> None:
@@ -121,13 +121,9 @@ class GSM8KTaskSource:
             self._tasks[_bucket(t.query)].append(t)
         for split, items in self._tasks.items():
             random.Random(f"{seed}/gsm8k/{split}").shuffle(items)
+        self.sizes = {split: len(items) for split, items in self._tasks.items()}
 
-    def size(self, split: str) -> int:
-        check_split(split)
-        return len(self._tasks[split])
-
-    def task(self, split: str, index: int) -> Task:
-        check_index(split, index, self.size(split))
+    def build_task(self, split: str, index: int) -> Task:
         return dataclasses.replace(self._tasks[split][int(index)], task_id=f"gsm8k/{split}/{index}")
 
 

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from joy_env.core import SubTask, Task, check_index, check_split
+from joy_env.core import SubTask, Task, TaskSourceBase
 from joy_env.domains.math.pools import (
     _CLUBS,
     _DISTRACTORS,
@@ -335,19 +335,14 @@ def _with_distractor(rng: random.Random, split: str, text: str) -> str:
     return f"{facts}. {sentence} {question}" if sep else f"{sentence} {text}"
 
 
-class MathTaskSource:
+class MathTaskSource(TaskSourceBase):
     """Generated word problems (see :mod:`joy_env.domains.math`); deterministic in (seed, split, index)."""
 
     def __init__(self, seed: int = 0, sizes: dict[str, int] | None = None) -> None:
         self.seed = seed
         self.sizes = dict(SIZES if sizes is None else sizes)
 
-    def size(self, split: str) -> int:
-        check_split(split)
-        return self.sizes[split]
-
-    def task(self, split: str, index: int) -> Task:
-        check_index(split, index, self.size(split))
+    def build_task(self, split: str, index: int) -> Task:
         rng = random.Random(f"{self.seed}/math/{split}/{index}")
         names = [n for n in TEMPLATES if split == "test" or n not in TEST_ONLY_TEMPLATES]
         template = rng.choice(names)

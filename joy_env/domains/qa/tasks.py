@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from joy_env.core import SPLITS, SubTask, Task, check_index, check_split
+from joy_env.core import SPLITS, SubTask, Task, TaskSourceBase
 from joy_env.domains.qa.world import (
     _SHIPPING,
     _TIERS,
@@ -539,7 +539,7 @@ def _search_call(query: str) -> dict[str, Any]:
     return {"name": "search_kb", "arguments": {"query": query}}
 
 
-class QATaskSource:
+class QATaskSource(TaskSourceBase):
     """Generated knowledge-base questions (see :mod:`joy_env.domains.qa`); deterministic in (seed, split,
     index)."""
 
@@ -550,12 +550,7 @@ class QATaskSource:
             s: [n for n in _TEMPLATES if s == "test" or n not in MULTI_HOP_TEMPLATES] for s in SPLITS
         }
 
-    def size(self, split: str) -> int:
-        check_split(split)
-        return self.sizes[split]
-
-    def task(self, split: str, index: int) -> Task:
-        check_index(split, index, self.size(split))
+    def build_task(self, split: str, index: int) -> Task:
         world = _world(self.seed)
         rng = random.Random(f"{self.seed}/qa/{split}/{index}")
         names = self._names[split]
