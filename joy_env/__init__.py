@@ -16,6 +16,7 @@ Documentation: :mod:`joy_env.env` (agents, protocol, observation, reward), :mod:
 (custom domains), and one module or package per domain under :mod:`joy_env.domains`.
 """
 
+from joy_env import builtin
 from joy_env.core import (
     AGENTS,
     SPLITS,
@@ -32,6 +33,8 @@ from joy_env.env import EnvSnapshot, JoyEnv
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.registry import EnvSpec, list_envs, make, register_env
 from joy_env.rewards import RewardConfig, score_answer, score_calls
+
+builtin.register_builtin_envs()
 
 __version__ = "0.1.0"
 

@@ -144,3 +144,54 @@ def test_task_source_base_checks_split_and_index_for_every_source(library_env_id
             with pytest.raises(ValueError, match=rf"out of range for split 'test': expected 0 <= index < {n}"):
                 s.task("test", bad)
     assert len(seen) == 1  # no rejected call reached build_task
+
+
+def test_register_env_loader_builds_the_spec_once_on_first_use(library_env_id, monkeypatch):
+    import dataclasses
+
+    from joy_env import registry
+    from joy_env.registry import get_spec, register_env_loader
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the ids below end with the test
+    calls = []
+
+    def loader():
+        calls.append(1)
+        return dataclasses.replace(get_spec(library_env_id), env_id="test/lazy-library-v0")
+
+    register_env_loader("test/lazy-library-v0", loader, overwrite=True)
+    assert "test/lazy-library-v0" in joy_env.list_envs() and calls == []
+    env = joy_env.make("test/lazy-library-v0", split="test")
+    env.reset(options={"task_index": 0})
+    assert run_expert_episode(env)["success"]
+    joy_env.make("test/lazy-library-v0")
+    assert calls == [1]
+    register_env_loader("test/wrong-id-v0", lambda: get_spec(library_env_id), overwrite=True)
+    with pytest.raises(TypeError, match="must return an EnvSpec with that id, got 'example/library-v0'"):
+        joy_env.make("test/wrong-id-v0")
+    with pytest.raises(ValueError, match="already registered"):
+        register_env_loader("test/lazy-library-v0", loader)
+
+
+def test_builtin_ids_are_registered_like_custom_ones_and_cannot_be_replaced():
+    import subprocess
+    import sys
+
+    tool = Tool("t", "d", {"type": "object", "properties": {}}, lambda ctx: 1)
+    spec = joy_env.EnvSpec("joy/math-v0", (Domain("x", (tool,)),), lambda s, d: None)
+    with pytest.raises(ValueError, match="built-in ids cannot be replaced"):
+        joy_env.register_env(spec, overwrite=True)
+    from joy_env.registry import register_env_loader
+
+    with pytest.raises(ValueError, match="built-in ids cannot be replaced"):
+        register_env_loader("joy/mixed-v0", lambda: spec, overwrite=True)
+    # importing joy_env registers the built-in ids without importing their domains
+    code = (
+        "import sys, joy_env; from joy_env import registry; "
+        "assert joy_env.list_envs()[:5] == list(joy_env.builtin.ENV_IDS), joy_env.list_envs(); "
+        "assert not [m for m in sys.modules if m.startswith('joy_env.domains')]; "
+        "assert callable(registry._REGISTRY['joy/qa-v0']); "
+        "assert registry.get_spec('joy/qa-v0').agents[0] == 'master'; "
+        "assert isinstance(registry._REGISTRY['joy/qa-v0'], joy_env.EnvSpec)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
