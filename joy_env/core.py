@@ -19,7 +19,6 @@ from typing import Any, Protocol
 SPLITS = ("train", "validation", "test")
 SUB_AGENTS = ("qa", "ecommerce", "general", "math")
 AGENTS = ("master", *SUB_AGENTS)
-ANSWER_TYPES = ("math", "qa", "facts", "none")
 
 
 def check_split(split: Any) -> None:

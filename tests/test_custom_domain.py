@@ -24,11 +24,6 @@ def test_library_api_and_seed(library_env_id):
     seed_test(lambda: joy_env.make(library_env_id, max_cycles=12), num_cycles=100)
 
 
-def _play(env, actions):
-    for a in actions:
-        env.step(a)
-
-
 def test_wrong_write_fails_the_database_check(library_env_id):
     env = joy_env.make(library_env_id, split="test")
     env.reset(options={"task_index": 0})
