@@ -21,6 +21,20 @@ SUB_AGENTS = ("qa", "ecommerce", "general", "math")
 AGENTS = ("master", *SUB_AGENTS)
 
 
+SEED_MODULUS = 2**63
+"""Data seeds (``joy_env.make(seed=...)``) are reduced modulo this (SQLite's integers are 64-bit signed)."""
+
+
+def check_seed(seed: Any, what: str = "seed") -> int:
+    """``seed`` as an int, or ``ValueError`` unless it is an integer >= 0 (Python or numpy; not a bool)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(
+            f"{what} must be an int >= 0, got {seed!r}; negative and non-integer seeds are refused "
+            "(derive one with e.g. abs(seed) or seed % 2**63)"
+        )
+    return int(seed)
+
+
 def check_split(split: Any) -> None:
     """Raise ``ValueError`` unless ``split`` is one of :data:`SPLITS`."""
     if split not in SPLITS:

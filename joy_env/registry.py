@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from joy_env import database
-from joy_env.core import SPLITS, Domain, TaskSource, Tool
+from joy_env.core import SEED_MODULUS, SPLITS, Domain, TaskSource, Tool, check_seed
 from joy_env.rewards import RewardConfig
 
 TaskFactory = Callable[..., TaskSource]
@@ -188,8 +188,9 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
     Args:
         env_id: one of :func:`list_envs` (default ``"joy/mixed-v0"``).
         split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``).
-        seed: data seed (database, knowledge base, tasks); default 0. Episodes are sampled with the seed
-            passed to ``reset``.
+        seed: data seed (database, knowledge base, tasks), an int >= 0; default 0. Seeds of ``2**63`` or
+            more are reduced modulo ``2**63`` (``seed=2**63 + 5`` builds the world of ``seed=5``); a
+            negative seed is a ``ValueError``. Episodes are sampled with the seed passed to ``reset``.
         max_cycles: maximum number of agent turns in an episode (default 30); then the episode is truncated.
         reward_config: a :class:`joy_env.rewards.RewardConfig`.
         render_mode: ``None``, ``"human"`` (print) or ``"ansi"`` (return text).
@@ -209,9 +210,7 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
     split = kwargs.pop("split", "train")
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    seed = kwargs.pop("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    seed = check_seed(kwargs.pop("seed", 0)) % SEED_MODULUS
     max_cycles = kwargs.pop("max_cycles", 30)
     if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:
         raise ValueError(f"max_cycles must be an int >= 1 (agent turns per episode), got {max_cycles!r}")
