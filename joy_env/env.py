@@ -477,8 +477,10 @@ class JoyEnv(AECEnv):
         return other
 
     def transcript(self) -> list[tuple[str, dict[str, Any]]]:
-        """Every message of the episode in order, as ``(agent, message)``: the global state a
-        centralised critic reads."""
+        """Every message of the episode in order, as ``(agent, message)``: each conversation's request,
+        every agent's turns and every tool or sub-agent result (``joy-demo`` prints it). ``mappo``'s critic
+        does not read it: its global state is the request and the agents' own turns
+        (:func:`joy_trainers.mappo.global_states`)."""
         return list(self._ep.log) if self._ep else []
 
     @property
