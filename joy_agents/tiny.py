@@ -188,6 +188,22 @@ def default_cache_dir() -> pathlib.Path:
     return pathlib.Path(env).expanduser() if env else pathlib.Path.home() / ".cache" / "joyagents"
 
 
+TINY_BASE_DIR = pathlib.Path(__file__).parent / "assets" / "tiny-base"
+"""Where the package ships the pretrained tiny base (built by ``joy-build-tiny-base``)."""
+
+
+def tiny_base_dir() -> pathlib.Path:
+    """The pretrained tiny base shipped with the package (``model="tiny-base"``): the tiny model after a long
+    training on the environment's expert conversations (:mod:`joy_trainers.tiny_base`). Loads with
+    ``from_pretrained``; read-only."""
+    if not (TINY_BASE_DIR / "build_info.json").is_file():
+        raise FileNotFoundError(
+            f"the pretrained tiny base is missing from {TINY_BASE_DIR}; this installation lacks the package data "
+            "(reinstall joyagents) or build it: joy-build-tiny-base --out DIR, then copy DIR there"
+        )
+    return TINY_BASE_DIR
+
+
 def _check_size(size: str) -> dict[str, int]:
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")

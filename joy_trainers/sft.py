@@ -201,7 +201,12 @@ TINY_MAX_PROMPT_TOKENS = PRESETS["tiny"]["max_length"] - PRESETS["tiny"]["eval_m
 
 
 def resolve_model(name: str, seed: int) -> str:
-    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``."""
+    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``; ``tiny-base`` is the
+    pretrained tiny base shipped with the package (:func:`joy_agents.tiny.tiny_base_dir`)."""
+    if name == "tiny-base":
+        from joy_agents.tiny import tiny_base_dir
+
+        return str(tiny_base_dir())
     if name in ("tiny", "tiny-small"):
         return str(build_tiny_model(seed=seed, size="tiny" if name == "tiny" else "small"))
     return name
