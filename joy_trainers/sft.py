@@ -2,8 +2,9 @@
 
 The first stage of the JoyAgents-R1 pipeline. Reads top to bottom:
 
-1. the base model: the embedded tiny model (``model="tiny"``, built offline and cached) or any Hugging
-   Face name or local path;
+1. the base model: the pretrained tiny base shipped with the package (``model="tiny-base"``, see
+   :mod:`joy_trainers.tiny_base`), the untrained embedded tiny model (``"tiny"``, built offline and cached)
+   or any Hugging Face name or local path;
 2. expert examples per role from the SFT part of the train split (:mod:`joy_agents.sft_data`);
 3. optional full fine-tuning of the shared base on all roles' examples (``base_epochs``): a randomly
    initialised tiny model must first learn the language of the environment; a pretrained model skips it;
@@ -48,8 +49,9 @@ LOSSES = ("completion", "conversation", "all")
 class SFTConfig:
     """Configuration of the ``sft`` trainer (one line per field)."""
 
-    model: str = "tiny"
-    """Base model: ``"tiny"`` (embedded, built offline), ``"tiny-small"``, or a HF name / local path."""
+    model: str = "tiny-base"
+    """Base model: ``"tiny-base"`` (the pretrained tiny base shipped with the package), ``"tiny"`` (embedded,
+    untrained, built offline), ``"tiny-small"``, or a HF name / local path."""
     env_id: str = "joy/mixed-v0"
     """Environment whose expert trajectories are the data."""
     seed: int = 0
@@ -174,11 +176,14 @@ class SFTConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": "tiny",
+        # the pretrained tiny base (joy_trainers.tiny_base) in compact prompts: a short full fine-tuning on the
+        # preset's expert episodes, then one LoRA adapter per role
+        "model": "tiny-base",
+        "prompt_style": "compact",
         "sft_tasks": 1600,
-        "base_epochs": 2.0,
+        "base_epochs": 1.0,
         "base_loss": "conversation",
-        "base_lr": 3e-3,
+        "base_lr": 1e-3,
         "adapter_epochs": 0.5,
         "role_adapter_epochs": {"general": 2.5, "ecommerce": 1.5},
         "adapter_lr": 2e-3,
@@ -187,10 +192,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lora_alpha": 8,
         "batch_size": 8,
         "max_length": 512,
-        "eval_tasks": 100,
+        "eval_tasks": 300,
         "eval_max_new_tokens": 96,
         "eval_max_cycles": 12,
-        "baseline_tasks": 10,
+        "baseline_tasks": 300,
         "activation_checkpointing": False,
     }
 }

@@ -76,3 +76,23 @@ def test_an_interrupted_build_resumes_to_the_same_weights(short_build, tiny_dir,
     assert json.loads((again / "build_info.json").read_text())["resumed"] is True
     a, b = load_file(short_build / "model.safetensors"), load_file(again / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # as if never interrupted
+
+
+def test_the_shipped_base_is_the_documented_recipe_and_loads():
+    from dataclasses import asdict
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from joy_agents.tiny import tiny_base_dir
+    from joy_trainers.sft import resolve_model
+
+    path = tiny_base_dir()
+    assert resolve_model("tiny-base", 0) == str(path)
+    info = json.loads((path / "build_info.json").read_text())
+    assert info["format"] == tiny_base.BUILD_FORMAT
+    assert info["config"] == asdict(TinyBaseConfig())  # `joy-build-tiny-base` with no options rebuilds it
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert sum(p.numel() for p in model.parameters()) == info["n_params"]
+    assert model.get_input_embeddings().num_embeddings == len(tokenizer)
+    assert info["loss_curve"][-1]["step"] == info["config"]["steps"]

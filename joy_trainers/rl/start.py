@@ -9,10 +9,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from joy_agents.tiny import BUILD_VERSION, default_cache_dir, env_fingerprint
+from joy_agents.tiny import BUILD_VERSION, default_cache_dir, env_fingerprint, tiny_base_dir
 from joy_trainers.rl.distributed import barrier, world
 from joy_trainers.sft import PRESETS as SFT_PRESETS
 from joy_trainers.sft import SFTConfig, SFTTrainer
+
+TINY_MODELS = ("tiny-base", "tiny", "tiny-small")
+"""The embedded models an RL run fine-tunes by itself (the sft tiny preset) when no ``sft_run`` is given."""
 
 
 def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> Path:
@@ -27,7 +30,7 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
         if not (team / "team.json").is_file():
             raise FileNotFoundError(f"{sft_run!r} holds no team/team.json; pass a run directory of the sft trainer")
         return team
-    if model not in ("tiny", "tiny-small"):
+    if model not in TINY_MODELS:
         raise ValueError(
             f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only the embedded "
             "tiny models are fine-tuned automatically"
@@ -58,5 +61,7 @@ def tiny_sft_dir(model: str = "tiny", seed: int = 0, sft_overrides: dict[str, An
     # a new tiny-model build (tokenizer or shape) or a changed env (other expert data, other tokenizer
     # corpus) must not reuse a team fine-tuned before
     key = {**tiny_sft_values(model, seed, sft_overrides), "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
+    if key["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
+        key["tiny_base"] = hashlib.sha256((tiny_base_dir() / "build_info.json").read_bytes()).hexdigest()
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     return Path(default_cache_dir()) / f"sft-{digest}"
