@@ -18,7 +18,7 @@ from typing import Any, Protocol
 SPLITS = ("train", "validation", "test")
 SUB_AGENTS = ("qa", "ecommerce", "general", "math")
 AGENTS = ("master", *SUB_AGENTS)
-ANSWER_TYPES = ("math", "qa", "facts", "none")
+ANSWER_TYPES = ("math", "qa", "facts", "communicate", "none")
 
 
 def check_split(split: Any) -> None:
@@ -125,9 +125,11 @@ class Task:
         answer: the master's gold final answer.
         answer_type: how the master's final answer is scored (see :func:`joy_env.rewards.score_answer`):
             ``math`` numeric equality, ``qa`` normalised EM / token F1, ``facts`` every string in
-            ``facts`` must appear in the answer, ``none`` the answer is not scored.
+            ``facts`` must appear in the answer, ``none`` the answer is not scored; ``communicate``
+            (tau2-bench tasks): R_A is the database check times tau2's communicate check of ``facts``
+            (:func:`joy_env.rewards.score_communicate`), with no route or call check.
         route: the gold sub-agent invocations, in order.
-        facts: for ``answer_type="facts"``: strings the final answer must contain.
+        facts: for ``answer_type="facts"`` or ``"communicate"``: strings the final answer must contain.
         template: name of the generator template (for analysis and split design).
         tools: per-task function schemas for an agent (``{agent: (schema, ...)}``) that replace that
             agent's own tools in this task; they have no implementation: the env records each call and

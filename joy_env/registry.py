@@ -34,6 +34,10 @@ class EnvSpec:
         tasks: task-source factory, called as ``tasks(seed, dbs, **source_kwargs)``.
         source_kwargs: extra keyword arguments of ``make`` forwarded to ``tasks`` (e.g. ``path``).
         description: one line for :func:`list_envs`.
+        splits: the split names ``make`` accepts for this spec.
+        variant: ``variant(kwargs) -> EnvSpec | None``, called by ``make`` with its keyword arguments before
+            anything else: it returns the spec to build instead (another database and tools, e.g. the
+            ``source="tau2"`` data of ``joy/ecommerce-v0``) or ``None`` to build this one.
     """
 
     env_id: str
@@ -41,6 +45,8 @@ class EnvSpec:
     tasks: TaskFactory
     source_kwargs: tuple[str, ...] = ()
     description: str = ""
+    splits: tuple[str, ...] = SPLITS
+    variant: Callable[[Mapping[str, Any]], EnvSpec | None] | None = None
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -150,14 +156,16 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
 
     Args:
         env_id: one of :func:`list_envs` (default ``"joy/mixed-v0"``).
-        split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``).
+        split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``; a spec may name others, e.g.
+            ``"all"`` for ``source="tau2"``).
         seed: data seed (database, knowledge base, tasks); default 0. Episodes are sampled with the seed
             passed to ``reset``.
         max_cycles: maximum number of agent turns in an episode (default 30); then the episode is truncated.
         reward_config: a :class:`joy_env.rewards.RewardConfig`.
         render_mode: ``None``, ``"human"`` (print) or ``"ansi"`` (return text).
         **source_kwargs: options of the env id's task source, e.g. ``source="gsm8k", path=FILE`` for
-            ``joy/math-v0`` or ``source="bfcl", path=DIR, categories=[...]`` for ``joy/general-v0``.
+            ``joy/math-v0``, ``source="bfcl", path=DIR, categories=[...]`` for ``joy/general-v0`` or
+            ``source="tau2", path=None`` for ``joy/ecommerce-v0``.
 
     Returns:
         A :class:`joy_env.env.JoyEnv` (a PettingZoo ``AECEnv``).
@@ -165,13 +173,15 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
     from joy_env.env import JoyEnv
 
     spec = get_spec(env_id)
+    if spec.variant is not None:
+        spec = spec.variant(dict(kwargs)) or spec
     valid = (*COMMON_KWARGS, *spec.source_kwargs)
     unknown = [k for k in kwargs if k not in valid]
     if unknown:
         raise TypeError(f"make({env_id!r}) got unknown argument(s) {unknown}; valid arguments: {', '.join(valid)}")
     split = kwargs.pop("split", "train")
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split not in spec.splits:
+        raise ValueError(f"split must be one of {spec.splits}, got {split!r}")
     seed = kwargs.pop("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
