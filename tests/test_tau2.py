@@ -14,6 +14,7 @@ import json
 import pickle
 import random
 import time
+import warnings
 
 import pytest
 from pettingzoo.test import api_test
@@ -250,7 +251,9 @@ def test_calculate_matches_python_eval_without_eval(expression):
         if not all(c in "0123456789+-*/(). " for c in expr):
             return "Error: Invalid characters in expression"
         try:
-            return str(round(float(eval(expr, {"__builtins__": None}, {})), 2))  # noqa: S307 - the reference
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "(1)(2)" warns at compile time
+                return str(round(float(eval(expr, {"__builtins__": None}, {})), 2))  # noqa: S307 - the reference
         except Exception as exc:
             return f"Error: {exc}"
 
@@ -300,6 +303,7 @@ def test_ecommerce_agent_has_tau2_tools_and_policy(data, env_all):
     info = env_all.infos["ecommerce"]
     names = {t["function"]["name"] for t in info["tools"]}
     assert len(names) == 15 and tau2_retail.WRITE_TOOLS < names and "find_user_id_by_email" in names
+    assert {t.name for t in tau2_retail.TOOLS if t.writes} == tau2_retail.WRITE_TOOLS
     system, request = info["messages"][0]["content"], info["messages"][1]["content"]
     assert data.policy.strip() in system and "do not ask for confirmation" in system
     instructions = data.tasks[0]["user_scenario"]["instructions"]

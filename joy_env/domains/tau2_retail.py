@@ -64,13 +64,13 @@ Each tool does what tau2's does, database effects included (down to its quirks: 
 prices every changed item at the last new variant's price; a failure half-way through a write keeps the
 changes made before it), and refuses with tau2's message (``{"error": "Non-pending order cannot be
 cancelled"}`` where tau2 writes ``Error: Non-pending order cannot be cancelled``). Results are tau2's JSON
-(an order, a user, a product, a string). Differences, all outside what a well-typed call can reach:
-arguments are checked against the tool's JSON schema first (a call with a missing, unknown or mistyped
+(an order, a user, a product, a string). The differences: arguments are checked against the tool's JSON
+schema first (a call with a missing, unknown or mistyped
 argument is a format error; tau2 would call the Python function anyway), strings are capped at 2,000
 characters and lists at 100 items (every agent argument in the env is), and ``calculate`` evaluates its
 expression with its own arithmetic (never ``eval``): the same results and error messages for expressions
 of numbers, ``+ - * / // **`` and parentheses, but a power whose result would exceed 100,000 bits is
-refused (tau2 would compute it for minutes).
+refused (tau2 would compute it for minutes or run out of memory).
 
 The database is tau2's ``db.json`` (50 products, 500 users, 1000 orders) in SQLite, one JSON document per
 product, user and order, written in tau2's field order with every optional field present (as tau2's
@@ -101,7 +101,9 @@ Gold solution and expert
 The route is one ``ecommerce`` sub-task that forwards the request; its turns are tau2's gold actions, one
 call per turn, in order; its answer (and the master's) names the writes done and states the
 ``communicate_info``. ``joy_env.expert_action`` therefore replays the gold actions through the env and
-scores R_A = 1 on all 114 tasks, and SFT data, ``joy-demo`` and the trainers work on these tasks unchanged.
+scores R_A = 1 on all 114 tasks, and code that takes an env works on these tasks unchanged (SFT examples from
+``joy_agents.sft_data.expert_examples``, ``joy_env.demo.print_episode``). The ``joy-train`` and ``joy-demo``
+command lines take an env id only and have no ``source`` option yet.
 
 Version history
 ---------------
