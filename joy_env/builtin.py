@@ -21,6 +21,10 @@ Every id has the same five agents; the master may call any sub-agent (calling th
 mistake the reward sees). Agents, action protocol, observation, reward and arguments are documented in
 :mod:`joy_env.env`; each domain's tools and task templates in its module.
 
+``import joy_env`` registers these ids like custom ones (:func:`register_builtin_envs`, through
+:func:`joy_env.registry.register_env_loader`); a spec and its domains are built when the id is first used.
+Built-in ids cannot be replaced.
+
 Version history
 ---------------
 * v0 (all ids): first release.
@@ -34,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from joy_env.core import Domain, TaskSource
-from joy_env.registry import EnvSpec
+from joy_env.registry import EnvSpec, list_envs, register_env_loader
 
 ENV_IDS = ("joy/ecommerce-v0", "joy/general-v0", "joy/qa-v0", "joy/math-v0", "joy/mixed-v0")
 
@@ -150,3 +154,14 @@ def specs() -> dict[str, EnvSpec]:
         "joy/math-v0": EnvSpec("joy/math-v0", doms, _math_tasks, ("source", "path"), "word problems / GSM8K"),
         "joy/mixed-v0": EnvSpec("joy/mixed-v0", doms, _mixed_tasks, (), "all domains + collaborative tasks"),
     }
+
+
+def register_builtin_envs() -> None:
+    """Register :data:`ENV_IDS` (done once by ``import joy_env``); each spec is built on first use."""
+    for env_id in ENV_IDS:
+        if env_id not in list_envs():  # already there when joy_env is reloaded
+            register_env_loader(env_id, functools.partial(_spec, env_id), final=True)
+
+
+def _spec(env_id: str) -> EnvSpec:
+    return specs()[env_id]

@@ -77,6 +77,9 @@ class SFTConfig:
     """Learning rate of the adapter stage."""
     adapter_loss: str = "completion"
     """Rows of the adapter stage: ``completion`` or ``conversation`` (as ``base_loss``)."""
+    prompt_style: str = "full"
+    """How a role's turn is rendered, in SFT and in every later use of the team (saved with it): ``full`` (system
+    prompt and tools) or ``compact`` (the role's name instead; :func:`joy_agents.policy.prompt_view`)."""
     separate_models: dict[str, str] = field(default_factory=dict)
     """Roles with their own model instead of a shared-base adapter, e.g. ``{"master": "Qwen/Qwen2.5-7B-Instruct"}``."""
     lora_r: int = 16
@@ -143,6 +146,10 @@ class SFTConfig:
             raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
         if self.eval_split not in joy_env.SPLITS:
             raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+        from joy_agents.policy import PROMPT_STYLES
+
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
 
@@ -499,6 +506,7 @@ class SFTTrainer:
             cfg.recovery_rate,
             cfg.domain_weights,
             cfg.entity_swap,
+            cfg.prompt_style,
         )
         counts = {r: len(v) for r, v in examples.items()}
         print(f"[sft] examples per role: {counts}")
@@ -617,6 +625,7 @@ class SFTTrainer:
             lora_alpha=cfg.lora_alpha,
             dtype=cfg.dtype,
             device="cuda" if _has_accelerator() else "cpu",
+            prompt_style=cfg.prompt_style,
         )
 
     def evaluate(self, team: Any, tasks: int | None = None) -> dict[str, Any]:

@@ -296,6 +296,24 @@ def test_splits_ids_and_options(data, env_all):
         joy_env.make("joy/ecommerce-v0", source="tau2", categories=["x"])
 
 
+def test_task_source_checks_its_own_splits_and_indices(data):
+    src = tau2_retail.task_source(data)
+    assert isinstance(src, joy_env.TaskSourceBase) and src.splits == ("train", "test", "all")
+    n = src.size("test")
+    assert n == len(data.splits["test"])
+    assert src.task("test", n - 1).task_id == f"tau2/retail/{data.splits['test'][-1]}"
+    assert src.task("all", 0) is src.task("all", 0)  # built once
+    for bad in ("validation", "dev"):
+        with pytest.raises(ValueError, match=rf"unknown split '{bad}'; expected one of \('train', 'test', 'all'\)"):
+            src.size(bad)
+        with pytest.raises(ValueError, match="unknown split"):
+            src.index_of(bad, "tau2/retail/0")
+    for bad in (-1, n, True, 1.0, "0"):
+        with pytest.raises(ValueError, match=rf"out of range for split 'test': expected 0 <= index < {n}"):
+            src.task("test", bad)
+    assert src.index_of("all", f"tau2/retail/{data.splits['all'][5]}") == 5
+
+
 def test_ecommerce_agent_has_tau2_tools_and_policy(data, env_all):
     env_all.reset(options={"task_index": 0})
     env_all.step(expert_action(env_all))  # the master forwards the request

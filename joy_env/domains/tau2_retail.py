@@ -125,7 +125,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from joy_env.core import Domain, SubTask, Task, Tool, ToolContext, ToolError, check_index
+from joy_env.core import Domain, SubTask, Task, TaskSourceBase, Tool, ToolContext, ToolError, check_split
 
 __all__ = [
     "AUDIT",
@@ -1025,7 +1025,7 @@ def _task(raw: Mapping[str, Any]) -> Task:
     )
 
 
-class Tau2TaskSource:
+class Tau2TaskSource(TaskSourceBase):
     """tau2's retail tasks in tau2's splits (``train``, ``test``, ``all``), built on first use."""
 
     splits = SPLITS
@@ -1034,18 +1034,10 @@ class Tau2TaskSource:
         self._data = data
         self._raw = {str(t["id"]): t for t in data.tasks}
         self._cache: dict[str, Task] = {}
+        self.sizes = {split: len(data.splits[split]) for split in SPLITS}
 
-    def _ids(self, split: str) -> tuple[str, ...]:
-        if split not in SPLITS:
-            raise ValueError(f"tau2 retail splits are {SPLITS}; got {split!r}")
-        return self._data.splits[split]
-
-    def size(self, split: str) -> int:
-        return len(self._ids(split))
-
-    def task(self, split: str, index: int) -> Task:
-        ids = self._ids(split)
-        tid = ids[check_index(split, index, len(ids))]
+    def build_task(self, split: str, index: int) -> Task:
+        tid = self._data.splits[split][index]
         task = self._cache.get(tid)
         if task is None:
             task = self._cache[tid] = _task(self._raw[tid])
@@ -1053,7 +1045,8 @@ class Tau2TaskSource:
 
     def index_of(self, split: str, task_id: str) -> int:
         """The index in ``split`` of ``"tau2/retail/<tau2 id>"``."""
-        ids = self._ids(split)
+        check_split(split, self.splits)
+        ids = self._data.splits[split]
         tid = task_id[len(TASK_PREFIX) :] if task_id.startswith(TASK_PREFIX) else None
         if tid is None or tid not in self._raw:
             raise ValueError(
