@@ -48,11 +48,11 @@ def probe(team: Any, examples: list[Any], max_length: int) -> dict[str, Any]:
     """Teacher-forced greedy accuracy of ``team`` on the expert tokens of ``examples`` (see the module doc)."""
     import torch
 
-    from joy_agents.sft_data import end_of_turn, tokenize_example
+    from joy_agents.sft_data import end_of_turn, styled, tokenize_example
 
     tokenizer = team.tokenizer
     hits = total = entity_hits = entity_total = 0
-    for ex in examples:
+    for ex in styled(examples, team.config.prompt_style):  # the prompts the team sees at rollout time
         row = tokenize_example(tokenizer, ex, max_length)
         text = ex.completion + end_of_turn(tokenizer)
         encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

@@ -78,15 +78,19 @@ from typing import Any
 import torch
 
 __all__ = [
+    "PROMPT_STYLES",
     "Sample",
     "SamplingConfig",
     "TeamConfig",
     "TeamPolicy",
     "attach_role_adapters",
     "parameter_bytes",
+    "prompt_view",
 ]
 
 _DTYPES = ("float32", "bfloat16", "float16")
+PROMPT_STYLES = ("full", "compact")
+"""How a role's turn is rendered (``TeamConfig.prompt_style``, :func:`prompt_view`)."""
 _TEAM_FILE = "team.json"
 _TEAM_FORMAT = "joy_agents.team/1"
 
@@ -126,6 +130,41 @@ class SamplingConfig:
                 raise ValueError(f"SamplingConfig.stop must hold non-empty strings, got {s!r} in {self.stop!r}")
 
 
+def prompt_view(
+    style: str, role: str, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The messages and tools a role's prompt is rendered from, in prompt ``style``.
+
+    - ``full``: as the env gives them: the role's system prompt first, its tool schemas for the chat template.
+    - ``compact``: the system prompt is replaced by the role's name and no tools are rendered, so a prompt is
+      the request and the conversation so far. For role-specialised small models (one adapter per role, or the
+      embedded tiny model) that learn their role's instructions and tools in SFT: the unchanging text is most of
+      every prompt otherwise, and it puts the entities to copy hundreds of tokens back.
+    """
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
+    out = [dict(m) for m in messages]
+    if style == "full":
+        return out, list(tools) if tools else None
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = role
+    else:
+        out.insert(0, {"role": "system", "content": role})
+    return out, None
+
+
+def with_system_note(messages: Sequence[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """``messages`` with ``note`` appended to the system message (or a system message holding it)."""
+    out = [dict(m) for m in messages]
+    if not note:
+        return out
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = str(out[0].get("content") or "") + note
+    else:
+        out.insert(0, {"role": "system", "content": note.strip()})
+    return out
+
+
 @dataclass
 class Sample:
     """One sampled completion; ``prompt_ids + completion_ids`` are exactly the ids the model saw and produced."""
@@ -159,8 +198,12 @@ class TeamConfig:
     use_lora: bool = True
     dtype: str = "float32"
     device: str = "cpu"
+    prompt_style: str = "full"
+    """``full`` (system prompt and tools, the chat template's own rendering) or ``compact`` (:func:`prompt_view`)."""
 
     def __post_init__(self) -> None:
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"TeamConfig.prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"TeamConfig.model must be a model name or local path, got {self.model!r}")
         if isinstance(self.roles, str):
@@ -616,8 +659,12 @@ class TeamPolicy:
         return parameter_bytes(*{id(m): m for m in self._models.values()}.values())
 
     # ------------------------------------------------------------------ prompts
-    def encode_prompt(self, role: str, messages: list[dict], tools: list[dict] | None) -> list[int]:
-        """Token ids of the chat ``messages`` (+ ``tools`` schemas) with the assistant generation prompt."""
+    def encode_prompt(self, role: str, messages: list[dict], tools: list[dict] | None, note: str = "") -> list[int]:
+        """Token ids of the chat ``messages`` (+ ``tools`` schemas) with the assistant generation prompt, in the
+        team's ``prompt_style`` (:func:`prompt_view`); ``note`` (e.g. retrieved memories) is appended to the
+        system message."""
+        messages, tools = prompt_view(self.config.prompt_style, role, messages, tools)
+        messages = with_system_note(messages, note)
         tok = self.tokenizer_for(role)
         if getattr(tok, "chat_template", None) is None:
             raise ValueError(f"the tokenizer of role {role!r} has no chat_template; use an instruct model's tokenizer")

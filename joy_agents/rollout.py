@@ -143,6 +143,7 @@ class RolloutEngine:
         info = env.infos[role]
         messages = list(info["messages"])
         memory_ids: tuple[int, ...] = ()
+        note = ""
         reuse = None
         bank = self.memory.get(role)
         if bank is not None and bank.config.enabled:
@@ -152,8 +153,8 @@ class RolloutEngine:
                 best, sim = found[0]
                 if bank.config.reuse_similarity is not None and sim >= bank.config.reuse_similarity:
                     reuse = best.action
-                messages = with_system_note(messages, render_memories([e for e, _ in found]))
-        ids = self.policy.encode_prompt(role, messages, info["tools"] or None)
+                note = render_memories([e for e, _ in found])
+        ids = self.policy.encode_prompt(role, messages, info["tools"] or None, note)
         return ids[-self.config.max_prompt_tokens :], memory_ids, reuse
 
     def run(
@@ -254,18 +255,6 @@ def memory_key(messages: Sequence[dict[str, Any]]) -> str:
 def role_turn(messages: Sequence[dict[str, Any]]) -> int:
     """How many turns the role has taken in its conversation so far."""
     return sum(1 for m in messages if m.get("role") == "assistant")
-
-
-def with_system_note(messages: Sequence[dict[str, Any]], note: str) -> list[dict[str, Any]]:
-    """``messages`` with ``note`` appended to the system message (or a system message holding it)."""
-    out = [dict(m) for m in messages]
-    if not note:
-        return out
-    if out and out[0].get("role") == "system":
-        out[0]["content"] = str(out[0].get("content", "")) + note
-    else:
-        out.insert(0, {"role": "system", "content": note.strip()})
-    return out
 
 
 def _reused(prompt_ids: list[int], action: str) -> Sample:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import joy_env
+from joy_agents.policy import prompt_view
 from joy_env.expert import expert_action
 from joy_env.protocol import format_turn, parse_action
 
@@ -332,6 +333,16 @@ def swap_entities(examples: Sequence[Example], rate: float, seed: int = 0, max_s
     return out
 
 
+def styled(examples: Sequence[Example], style: str) -> list[Example]:
+    """``examples`` with their prompts in the team's prompt ``style`` (:func:`joy_agents.policy.prompt_view`),
+    so SFT trains on exactly the prompts the team renders at rollout time."""
+    out = []
+    for ex in examples:
+        messages, tools = prompt_view(style, ex.role, ex.messages, ex.tools)
+        out.append(replace(ex, messages=tuple(messages), tools=tuple(tools or ())))
+    return out
+
+
 def by_role(examples: Sequence[Example], roles: Sequence[str]) -> dict[str, list[Example]]:
     """Group examples by role (every role in ``roles`` gets a list, maybe empty)."""
     out: dict[str, list[Example]] = {r: [] for r in roles}
@@ -348,11 +359,13 @@ def build_sft_examples(
     recovery_rate: float = 0.0,
     domain_weights: dict[str, float] | None = None,
     entity_swap: float = 0.0,
+    prompt_style: str = "full",
 ) -> dict[str, list[Example]]:
     """Expert examples per role from ``num_tasks`` tasks of the SFT part of the train split (its first ones,
     or with ``domain_weights`` a reweighted mix of domains, see :func:`weighted_tasks`), with recovery
     examples for about ``recovery_rate`` of the turns (see :func:`expert_examples`) and the entities of about
-    ``entity_swap`` of the episodes replaced by fresh ones (see :func:`swap_entities`)."""
+    ``entity_swap`` of the episodes replaced by fresh ones (see :func:`swap_entities`), prompts in
+    ``prompt_style`` (:func:`styled`)."""
     env = joy_env.make(env_id, split="train", seed=seed)
     sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
     if domain_weights:
@@ -364,6 +377,7 @@ def build_sft_examples(
     examples = expert_examples(env, sft_indices[:num_tasks], recovery_rate, seed)
     if entity_swap:
         examples = swap_entities(examples, entity_swap, seed)
+    examples = styled(examples, prompt_style)
     return by_role(examples, env.possible_agents)
 
 

@@ -194,6 +194,12 @@ def default_cache_dir() -> pathlib.Path:
     return pathlib.Path(env).expanduser() if env else pathlib.Path.home() / ".cache" / "joyagents"
 
 
+def cache_locks_work() -> bool:
+    """Whether :func:`cache_lock` really locks here (POSIX); without it a process must not remove a temporary
+    directory it did not create."""
+    return fcntl is not None
+
+
 @contextlib.contextmanager
 def cache_lock(path: str | os.PathLike, waiting: str | None = None) -> Iterator[bool]:
     """Hold an exclusive lock on the file ``path`` for the block, so that one process builds a cache entry
@@ -218,6 +224,26 @@ def cache_lock(path: str | os.PathLike, waiting: str | None = None) -> Iterator[
             yield waited
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+TINY_MODELS = ("tiny-base", "tiny", "tiny-small")
+"""Model names of the embedded tiny models (no download): the shipped pretrained base (:func:`tiny_base_dir`)
+and the random-init builds of :func:`build_tiny_model` (sizes ``tiny`` and ``small``)."""
+
+TINY_BASE_DIR = pathlib.Path(__file__).parent / "assets" / "tiny-base"
+"""Where the package ships the pretrained tiny base (built by ``joy-build-tiny-base``)."""
+
+
+def tiny_base_dir() -> pathlib.Path:
+    """The pretrained tiny base shipped with the package (``model="tiny-base"``): the tiny model after a long
+    training on the environment's expert conversations (:mod:`joy_trainers.tiny_base`). Loads with
+    ``from_pretrained``; read-only."""
+    if not (TINY_BASE_DIR / "build_info.json").is_file():
+        raise FileNotFoundError(
+            f"the pretrained tiny base is missing from {TINY_BASE_DIR}; this installation lacks the package data "
+            "(reinstall joyagents) or build it: joy-build-tiny-base --out DIR, then copy DIR there"
+        )
+    return TINY_BASE_DIR
 
 
 def _check_size(size: str) -> dict[str, int]:

@@ -13,14 +13,28 @@ Quick start::
 
 Documentation: :mod:`joy_env.env` (agents, protocol, observation, reward), :mod:`joy_env.builtin`
 (env ids), :mod:`joy_env.rewards` (reward module and scoring functions), :mod:`joy_env.registry`
-(custom domains), and one module per domain under :mod:`joy_env.domains`.
+(custom domains), and one module or package per domain under :mod:`joy_env.domains`.
 """
 
-from joy_env.core import AGENTS, SPLITS, SUB_AGENTS, Domain, SubTask, Task, Tool, ToolContext, ToolError
+from joy_env import builtin
+from joy_env.core import (
+    AGENTS,
+    SPLITS,
+    SUB_AGENTS,
+    Domain,
+    SubTask,
+    Task,
+    TaskSourceBase,
+    Tool,
+    ToolContext,
+    ToolError,
+)
 from joy_env.env import EnvSnapshot, JoyEnv
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.registry import EnvSpec, list_envs, make, register_env
 from joy_env.rewards import RewardConfig, score_answer, score_calls
+
+builtin.register_builtin_envs()
 
 __version__ = "0.1.0"
 
@@ -35,6 +49,7 @@ __all__ = [
     "RewardConfig",
     "SubTask",
     "Task",
+    "TaskSourceBase",
     "Tool",
     "ToolContext",
     "ToolError",

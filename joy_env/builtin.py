@@ -4,7 +4,8 @@
 Id                     Tasks
 =====================  ==========================================================================
 ``joy/ecommerce-v0``   shop tasks: search, compare, orders, shipments, carts, coupons, returns
-                       (:mod:`joy_env.domains.ecommerce`)
+                       (:mod:`joy_env.domains.ecommerce`); ``source="tau2"`` serves tau2-bench's retail
+                       tasks with tau2's tools and database (:mod:`joy_env.domains.tau2_retail`)
 ``joy/general-v0``     general tool calls: weather, units, currencies, dates, time zones, stocks,
                        flights, dictionary (:mod:`joy_env.domains.general`); ``source="bfcl"`` loads
                        BFCL v4 files (:mod:`joy_env.domains.bfcl`)
@@ -20,6 +21,10 @@ Every id has the same five agents; the master may call any sub-agent (calling th
 mistake the reward sees). Agents, action protocol, observation, reward and arguments are documented in
 :mod:`joy_env.env`; each domain's tools and task templates in its module.
 
+``import joy_env`` registers these ids like custom ones (:func:`register_builtin_envs`, through
+:func:`joy_env.registry.register_env_loader`); a spec and its domains are built when the id is first used.
+Built-in ids cannot be replaced.
+
 Version history
 ---------------
 * v0 (all ids): first release.
@@ -30,9 +35,10 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from joy_env.core import Domain, TaskSource
-from joy_env.registry import EnvSpec
+from joy_env.registry import EnvSpec, list_envs, register_env_loader
 
 ENV_IDS = ("joy/ecommerce-v0", "joy/general-v0", "joy/qa-v0", "joy/math-v0", "joy/mixed-v0")
 
@@ -45,10 +51,28 @@ def domains() -> tuple[Domain, ...]:
     return (qa.domain(), ecommerce.domain(), general.domain(), math.domain())
 
 
-def _ecommerce_tasks(seed: int, dbs: Mapping[str, sqlite3.Connection]) -> TaskSource:
+def _ecommerce_tasks(
+    seed: int, dbs: Mapping[str, sqlite3.Connection], source: str = "generated", path: str | None = None
+) -> TaskSource:
     from joy_env.domains import ecommerce
 
+    if source != "generated":
+        raise ValueError(f"joy/ecommerce-v0: source must be 'generated' or 'tau2', got {source!r}")
+    if path is not None:
+        raise ValueError("path only applies to source='tau2'")
     return ecommerce.task_source(seed, dbs["ecommerce"])
+
+
+# -- source="tau2": tau2-bench retail replaces the ecommerce domain (joy_env/domains/tau2_retail.py) --
+def _ecommerce_variant(kwargs: Mapping[str, Any]) -> EnvSpec | None:
+    if kwargs.get("source") != "tau2":
+        return None
+    from joy_env.domains import tau2_retail
+
+    return tau2_retail.env_spec(kwargs.get("path"))
+
+
+# -- end of source="tau2" --
 
 
 def _general_tasks(
@@ -111,7 +135,14 @@ def specs() -> dict[str, EnvSpec]:
     """``{env_id: EnvSpec}`` of the built-in ids (built on first use, not at import)."""
     doms = domains()
     return {
-        "joy/ecommerce-v0": EnvSpec("joy/ecommerce-v0", doms, _ecommerce_tasks, (), "shop tasks"),
+        "joy/ecommerce-v0": EnvSpec(
+            "joy/ecommerce-v0",
+            doms,
+            _ecommerce_tasks,
+            ("source", "path"),
+            "shop tasks / tau2-bench retail",
+            variant=_ecommerce_variant,
+        ),
         "joy/general-v0": EnvSpec(
             "joy/general-v0",
             doms,
@@ -123,3 +154,14 @@ def specs() -> dict[str, EnvSpec]:
         "joy/math-v0": EnvSpec("joy/math-v0", doms, _math_tasks, ("source", "path"), "word problems / GSM8K"),
         "joy/mixed-v0": EnvSpec("joy/mixed-v0", doms, _mixed_tasks, (), "all domains + collaborative tasks"),
     }
+
+
+def register_builtin_envs() -> None:
+    """Register :data:`ENV_IDS` (done once by ``import joy_env``); each spec is built on first use."""
+    for env_id in ENV_IDS:
+        if env_id not in list_envs():  # already there when joy_env is reloaded
+            register_env_loader(env_id, functools.partial(_spec, env_id), final=True)
+
+
+def _spec(env_id: str) -> EnvSpec:
+    return specs()[env_id]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,13 +19,26 @@ from typing import Any, Protocol
 SPLITS = ("train", "validation", "test")
 SUB_AGENTS = ("qa", "ecommerce", "general", "math")
 AGENTS = ("master", *SUB_AGENTS)
-ANSWER_TYPES = ("math", "qa", "facts", "none")
 
 
-def check_split(split: Any) -> None:
-    """Raise ``ValueError`` unless ``split`` is one of :data:`SPLITS`."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+SEED_MODULUS = 2**63
+"""Data seeds (``joy_env.make(seed=...)``) are reduced modulo this (SQLite's integers are 64-bit signed)."""
+
+
+def check_seed(seed: Any, what: str = "seed") -> int:
+    """``seed`` as an int, or ``ValueError`` unless it is an integer >= 0 (Python or numpy; not a bool)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(
+            f"{what} must be an int >= 0, got {seed!r}; negative and non-integer seeds are refused "
+            "(derive one with e.g. abs(seed) or seed % 2**63)"
+        )
+    return int(seed)
+
+
+def check_split(split: Any, splits: tuple[str, ...] = SPLITS) -> None:
+    """Raise ``ValueError`` unless ``split`` is one of ``splits`` (default :data:`SPLITS`)."""
+    if split not in splits:
+        raise ValueError(f"unknown split {split!r}; expected one of {splits}")
 
 
 def check_index(split: str, index: Any, size: int) -> int:
@@ -125,9 +139,11 @@ class Task:
         answer: the master's gold final answer.
         answer_type: how the master's final answer is scored (see :func:`joy_env.rewards.score_answer`):
             ``math`` numeric equality, ``qa`` normalised EM / token F1, ``facts`` every string in
-            ``facts`` must appear in the answer, ``none`` the answer is not scored.
+            ``facts`` must appear in the answer, ``none`` the answer is not scored; ``communicate``
+            (tau2-bench tasks): R_A is the database check times tau2's communicate check of ``facts``
+            (:func:`joy_env.rewards.score_communicate`), with no route or call check.
         route: the gold sub-agent invocations, in order.
-        facts: for ``answer_type="facts"``: strings the final answer must contain.
+        facts: for ``answer_type="facts"`` or ``"communicate"``: strings the final answer must contain.
         template: name of the generator template (for analysis and split design).
         tools: per-task function schemas for an agent (``{agent: (schema, ...)}``) that replace that
             agent's own tools in this task; they have no implementation: the env records each call and
@@ -162,11 +178,39 @@ class TaskSource(Protocol):
 
     ``size(split)`` tasks exist per split; ``task(split, index)`` builds one (``0 <= index < size``).
     ``dbs`` maps a domain name to a pristine read-only SQLite connection of that domain's database.
+    :class:`TaskSourceBase` implements both with the argument checks; any object with these two methods works.
     """
 
     def size(self, split: str) -> int: ...
 
     def task(self, split: str, index: int) -> Task: ...
+
+
+class TaskSourceBase(ABC):
+    """A :class:`TaskSource` whose ``size`` and ``task`` check their arguments.
+
+    A subclass sets ``sizes`` (``{split: number of tasks}`` for every split of ``splits``) and implements
+    :meth:`build_task`. ``splits`` is :data:`SPLITS` unless the subclass names its own (a source with other
+    split names, e.g. tau2-bench's ``train``/``test``/``all``, sets it, and its :class:`EnvSpec` names the same
+    ones). ``task`` raises ``ValueError`` for an unknown split or an index out of range, so ``build_task``
+    only ever sees a valid split and an ``int`` index in range.
+    """
+
+    sizes: Mapping[str, int]
+    splits: tuple[str, ...] = SPLITS
+
+    def size(self, split: str) -> int:
+        """Number of tasks of ``split``."""
+        check_split(split, self.splits)
+        return self.sizes[split]
+
+    def task(self, split: str, index: int) -> Task:
+        """Task ``index`` of ``split`` (deterministic in the source's seed, the split and the index)."""
+        return self.build_task(split, check_index(split, index, self.size(split)))
+
+    @abstractmethod
+    def build_task(self, split: str, index: int) -> Task:
+        """Build task ``index`` of ``split`` (both already checked)."""
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,28 @@ Arguments (``joy_env.make``)
 ----------------------------
 ``split`` (train | validation | test; disjoint entities), ``seed`` (data seed), ``max_cycles``
 (agent turns per episode, default 30), ``reward_config``, ``render_mode`` (None | human | ansi), and
-per env id: ``source``/``path``/``categories`` (GSM8K and BFCL loaders). ``reset(seed=..., options=...)``
-samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "math/test/3"}`` picks one.
+per env id: ``source``/``path``/``categories`` (GSM8K, BFCL and tau2-bench loaders). ``reset(seed=...,
+options=...)`` samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "math/test/3"}``
+(``"tau2/retail/3"`` for ``source="tau2"``) picks one.
+
+Seeds
+-----
+Both seeds are ints >= 0 (Python or numpy integers). The data seed of ``make`` is reduced modulo
+``2**63`` (the range of SQLite's integers, where domains store it): ``make(seed=2**70)`` builds the world
+of ``make(seed=2**70 % 2**63)``. The episode seed of ``reset`` seeds numpy's generator, which takes ints
+of any size, and is used as given. A negative seed (or a bool, a float, a string) raises ``ValueError``
+in both: derive a valid one yourself, e.g. ``abs(seed)`` or ``seed % 2**63``.
+
+Call order
+----------
+``reset()`` starts an episode; ``observe``, ``last``, ``step`` and ``agent_iter`` before the first
+``reset()`` raise ``RuntimeError`` saying so. As PettingZoo's AEC loop expects, an agent that is done
+(terminated or truncated) is stepped with ``None``, which removes it from ``agents``; any other action for
+it is a ``ValueError``. Once every agent is done and removed, ``agent_iter`` stops and ``step`` and
+``last`` raise ``RuntimeError`` (``observe`` still shows the final observations): the result is in
+``episode_breakdown``, and ``reset()`` starts the next episode.
+``close()`` releases the databases (it may be called again); any later ``reset``, ``step``, ``observe``,
+``last``, ``agent_iter`` or ``snapshot`` raises ``RuntimeError``; ``make`` a new env instead.
 
 Version history
 ---------------
@@ -84,10 +104,10 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 
 from joy_env import database
-from joy_env.core import Task, Tool, ToolContext, ToolError
+from joy_env.core import Task, Tool, ToolContext, ToolError, check_seed
 from joy_env.protocol import MAX_ACTION_CHARS, clip, parse_action, to_printable
 from joy_env.registry import World
-from joy_env.rewards import RewardConfig, score_answer, score_calls, score_facts
+from joy_env.rewards import RewardConfig, score_answer, score_calls, score_communicate, score_facts
 from joy_env.schema import validate
 
 TEXT_MAX = 16_384
@@ -251,6 +271,7 @@ class JoyEnv(AECEnv):
         self._db_mark = {a: c.total_changes for a, c in self._dbs.items()}
         self._audits = {d.agent: dict(d.audit) for d in world.spec.domains if d.build_db is not None}
         self._ep: _Episode | None = None
+        self._closed = False
         self._text_cache: dict[str, tuple[list, int, str]] = {}
         self.np_random = np.random.default_rng(world.seed)
 
@@ -282,8 +303,9 @@ class JoyEnv(AECEnv):
         return self._ep.task if self._ep else None
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self._check_open("reset()")
         if seed is not None:
-            self.np_random = np.random.default_rng(seed)
+            self.np_random = np.random.default_rng(check_seed(seed, "reset seed"))
         options = dict(options or {})
         task, index = self._choose_task(options)
         for agent, conn in self._dbs.items():
@@ -315,6 +337,7 @@ class JoyEnv(AECEnv):
         self._refresh_info("master")
 
     def observe(self, agent: str) -> dict[str, Any]:
+        self._check_running("observe()", after_end=True)
         ep = self._ep
         depth = 0 if agent == "master" else int(bool(ep.stack and ep.stack[-1].agent == agent))
         counters = np.array(
@@ -322,9 +345,23 @@ class JoyEnv(AECEnv):
         )
         return {"observation": counters, "text": self._text(agent)}
 
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self._check_running("last()")
+        return super().last(observe)
+
+    def agent_iter(self, max_iter: int = 2**63) -> Any:
+        self._check_running("agent_iter()", after_end=True)
+        return super().agent_iter(max_iter)
+
     def step(self, action: Any) -> None:
+        self._check_running("step()")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
+            if action is not None:
+                raise ValueError(
+                    f"agent {agent!r} is done (terminated or truncated); the only valid action for it is None, "
+                    f"got {clip(repr(action), 60)}"
+                )
             self._was_dead_step(action)
             return
         ep = self._ep
@@ -355,9 +392,29 @@ class JoyEnv(AECEnv):
         return out
 
     def close(self) -> None:
+        """Release the databases; the env cannot be used afterwards (calling ``close`` again is fine)."""
         for conn in self._dbs.values():
             conn.close()
         self._dbs = {}
+        self._closed = True
+
+    def _check_open(self, call: str) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"{call} on a closed env: close() released its databases; make a new env with "
+                f"joy_env.make({self.env_id!r}, ...)"
+            )
+
+    def _check_running(self, call: str, after_end: bool = False) -> None:
+        """Raise a clear error unless an episode was started (and, unless ``after_end``, some agent is left)."""
+        self._check_open(call)
+        if self._ep is None:
+            raise RuntimeError(f"{call} before reset(): call env.reset() first to start an episode")
+        if not after_end and not self.agents:
+            raise RuntimeError(
+                f"{call} after the episode ended: every agent is done and was removed from env.agents "
+                "(the result is in env.episode_breakdown); call env.reset() to start a new episode"
+            )
 
     # ---------------------------------------------------------------- branching
 
@@ -367,6 +424,7 @@ class JoyEnv(AECEnv):
         Database images are only serialised when a tool wrote since the last reset, snapshot or
         restore; otherwise the snapshot shares the image already held.
         """
+        self._check_open("snapshot()")
         images = {}
         for agent, conn in self._dbs.items():
             if conn.total_changes != self._db_mark[agent]:
@@ -389,6 +447,7 @@ class JoyEnv(AECEnv):
     def restore(self, snap: EnvSnapshot) -> None:
         """Return to the state captured by :meth:`snapshot` (of this env or of one made with the
         same env id, seed and options)."""
+        self._check_open("restore()")
         if not isinstance(snap, EnvSnapshot):
             raise TypeError(f"restore expects an EnvSnapshot from env.snapshot(), got {type(snap).__name__}")
         if snap.world_id != id(self.world):
@@ -446,12 +505,16 @@ class JoyEnv(AECEnv):
             return task, -1
         if "task_id" in options:
             tid = str(options["task_id"])
-            parts = tid.rsplit("/", 2)
-            if len(parts) != 3 or parts[1] != self.split or not parts[2].isdigit():
-                raise ValueError(
-                    f"task_id {tid!r} is not of this env's split; expected '<domain>/{self.split}/<index>'"
-                )
-            index = int(parts[2])
+            index_of = getattr(self.world.tasks, "index_of", None)  # sources with their own ids (tau2)
+            if index_of is not None:
+                index = index_of(self.split, tid)
+            else:
+                parts = tid.rsplit("/", 2)
+                if len(parts) != 3 or parts[1] != self.split or not parts[2].isdigit():
+                    raise ValueError(
+                        f"task_id {tid!r} is not of this env's split; expected '<domain>/{self.split}/<index>'"
+                    )
+                index = int(parts[2])
         elif "task_index" in options:
             index = options["task_index"]
         else:
@@ -701,6 +764,9 @@ class JoyEnv(AECEnv):
 
     def _accuracy(self) -> dict[str, float]:
         ep, task = self._ep, self._ep.task
+        if task.answer_type == "communicate":  # tau2-bench's rule: database and communicate checks only
+            said = score_communicate(ep.final_answer, task.facts) if ep.final_answer is not None else 0.0
+            return {"db": float(self._db_matches()), "communicate": said}
         checks: dict[str, float] = {}
         checks["route"] = float(all(s.agent in ep.called for s in task.route))
         call_score = 1.0

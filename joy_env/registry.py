@@ -1,8 +1,11 @@
 """Environment ids, ``make`` and the custom-domain API.
 
 An :class:`EnvSpec` names the sub-agents' domains (tools and databases) and a task-source factory.
-``register_env`` adds one; ``make`` builds the shared, read-only *world* of a spec once per process
-(pristine database images and the task source) and returns a fresh :class:`joy_env.env.JoyEnv`.
+``register_env`` adds one; ``register_env_loader`` adds an id whose spec is built on first use (the
+built-in ids, registered by :mod:`joy_env.builtin` when ``joy_env`` is imported, are added this way, so
+that importing ``joy_env`` does not import the domains). ``make`` builds the shared, read-only *world* of
+a spec once per process (pristine database images and the task source) and returns a fresh
+:class:`joy_env.env.JoyEnv`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from joy_env import database
-from joy_env.core import SPLITS, Domain, TaskSource, Tool
+from joy_env.core import SEED_MODULUS, SPLITS, Domain, TaskSource, Tool, check_seed
 from joy_env.rewards import RewardConfig
 
 TaskFactory = Callable[..., TaskSource]
@@ -34,6 +37,10 @@ class EnvSpec:
         tasks: task-source factory, called as ``tasks(seed, dbs, **source_kwargs)``.
         source_kwargs: extra keyword arguments of ``make`` forwarded to ``tasks`` (e.g. ``path``).
         description: one line for :func:`list_envs`.
+        splits: the split names ``make`` accepts for this spec.
+        variant: ``variant(kwargs) -> EnvSpec | None``, called by ``make`` with its keyword arguments before
+            anything else: it returns the spec to build instead (another database and tools, e.g. the
+            ``source="tau2"`` data of ``joy/ecommerce-v0``) or ``None`` to build this one.
     """
 
     env_id: str
@@ -41,6 +48,8 @@ class EnvSpec:
     tasks: TaskFactory
     source_kwargs: tuple[str, ...] = ()
     description: str = ""
+    splits: tuple[str, ...] = SPLITS
+    variant: Callable[[Mapping[str, Any]], EnvSpec | None] | None = None
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -64,7 +73,11 @@ class World:
     """Generated tasks and gold database states, filled on first use."""
 
 
-_REGISTRY: dict[str, EnvSpec] = {}
+_REGISTRY: dict[str, EnvSpec | Callable[[], EnvSpec]] = {}
+"""Env id -> its spec, or the loader that builds it on first use (replaced by the spec then)."""
+_FINAL: set[str] = set()
+"""Ids that cannot be replaced, even with ``overwrite=True`` (the built-in ids)."""
+_REGISTRY_LOCK = threading.Lock()
 _WORLDS: dict[tuple, World] = {}
 _WORLDS_LOCK = threading.Lock()
 
@@ -73,11 +86,39 @@ def register_env(spec: EnvSpec, overwrite: bool = False) -> None:
     """Register a custom environment id (see ``examples/custom_domain``)."""
     if not isinstance(spec, EnvSpec):
         raise TypeError(f"register_env expects an EnvSpec, got {type(spec).__name__}")
-    if spec.env_id in _builtin_ids() or (spec.env_id in _REGISTRY and not overwrite):
+    _check_free(spec.env_id, overwrite)
+    _check_spec(spec)
+    _REGISTRY[spec.env_id] = spec
+
+
+def register_env_loader(
+    env_id: str, loader: Callable[[], EnvSpec], overwrite: bool = False, final: bool = False
+) -> None:
+    """Register ``env_id`` with a function that builds its :class:`EnvSpec` on first use.
+
+    For domains that are costly to import: ``loader()`` runs (once) when the id is first made or looked
+    up, and its spec is checked then as :func:`register_env` checks one. ``final=True`` keeps the id from
+    ever being replaced, even with ``overwrite=True`` (the built-in ids are registered so).
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise TypeError(f"env_id must be a non-empty str, got {env_id!r}")
+    if not callable(loader):
+        raise TypeError(f"loader must be a function returning an EnvSpec, got {type(loader).__name__}")
+    _check_free(env_id, overwrite)
+    _REGISTRY[env_id] = loader
+    if final:
+        _FINAL.add(env_id)
+
+
+def _check_free(env_id: str, overwrite: bool) -> None:
+    if env_id in _FINAL or (env_id in _REGISTRY and not overwrite):
         raise ValueError(
-            f"env id {spec.env_id!r} is already registered; pick another id or pass overwrite=True "
+            f"env id {env_id!r} is already registered; pick another id or pass overwrite=True "
             "(built-in ids cannot be replaced)"
         )
+
+
+def _check_spec(spec: EnvSpec) -> None:
     agents = [d.agent for d in spec.domains]
     if not agents or len(set(agents)) != len(agents) or "master" in agents:
         raise ValueError(
@@ -87,29 +128,31 @@ def register_env(spec: EnvSpec, overwrite: bool = False) -> None:
         names = [t.name for t in d.tools]
         if len(set(names)) != len(names):
             raise ValueError(f"domain {d.agent!r} of {spec.env_id!r} has duplicate tool names: {names}")
-    _REGISTRY[spec.env_id] = spec
-
-
-def _builtin_ids() -> tuple[str, ...]:
-    from joy_env import builtin
-
-    return builtin.ENV_IDS
 
 
 def list_envs() -> list[str]:
-    """All registered env ids, built-in first."""
-    return [*_builtin_ids(), *_REGISTRY]
+    """All registered env ids in registration order: the built-in ids first."""
+    return list(_REGISTRY)
 
 
 def get_spec(env_id: str) -> EnvSpec:
-    """The :class:`EnvSpec` of ``env_id``."""
-    if env_id in _REGISTRY:
-        return _REGISTRY[env_id]
-    if env_id in _builtin_ids():
-        from joy_env import builtin
-
-        return builtin.specs()[env_id]
-    raise ValueError(f"unknown env id {env_id!r}; valid ids: {', '.join(list_envs())}")
+    """The :class:`EnvSpec` of ``env_id`` (built by its loader on first use)."""
+    entry = _REGISTRY.get(env_id)
+    if entry is None:
+        raise ValueError(f"unknown env id {env_id!r}; valid ids: {', '.join(list_envs())}")
+    if isinstance(entry, EnvSpec):
+        return entry
+    with _REGISTRY_LOCK:
+        entry = _REGISTRY[env_id]
+        if isinstance(entry, EnvSpec):  # another thread loaded it meanwhile
+            return entry
+        spec = entry()
+        if not isinstance(spec, EnvSpec) or spec.env_id != env_id:
+            got = spec.env_id if isinstance(spec, EnvSpec) else type(spec).__name__
+            raise TypeError(f"the loader of env id {env_id!r} must return an EnvSpec with that id, got {got!r}")
+        _check_spec(spec)
+        _REGISTRY[env_id] = spec
+        return spec
 
 
 def _freeze(value: Any) -> Any:
@@ -150,14 +193,17 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
 
     Args:
         env_id: one of :func:`list_envs` (default ``"joy/mixed-v0"``).
-        split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``).
-        seed: data seed (database, knowledge base, tasks); default 0. Episodes are sampled with the seed
-            passed to ``reset``.
+        split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``; a spec may name others, e.g.
+            ``"all"`` for ``source="tau2"``).
+        seed: data seed (database, knowledge base, tasks), an int >= 0; default 0. Seeds of ``2**63`` or
+            more are reduced modulo ``2**63`` (``seed=2**63 + 5`` builds the world of ``seed=5``); a
+            negative seed is a ``ValueError``. Episodes are sampled with the seed passed to ``reset``.
         max_cycles: maximum number of agent turns in an episode (default 30); then the episode is truncated.
         reward_config: a :class:`joy_env.rewards.RewardConfig`.
         render_mode: ``None``, ``"human"`` (print) or ``"ansi"`` (return text).
         **source_kwargs: options of the env id's task source, e.g. ``source="gsm8k", path=FILE`` for
-            ``joy/math-v0`` or ``source="bfcl", path=DIR, categories=[...]`` for ``joy/general-v0``.
+            ``joy/math-v0``, ``source="bfcl", path=DIR, categories=[...]`` for ``joy/general-v0`` or
+            ``source="tau2", path=None`` for ``joy/ecommerce-v0``.
 
     Returns:
         A :class:`joy_env.env.JoyEnv` (a PettingZoo ``AECEnv``).
@@ -165,16 +211,16 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
     from joy_env.env import JoyEnv
 
     spec = get_spec(env_id)
+    if spec.variant is not None:
+        spec = spec.variant(dict(kwargs)) or spec
     valid = (*COMMON_KWARGS, *spec.source_kwargs)
     unknown = [k for k in kwargs if k not in valid]
     if unknown:
         raise TypeError(f"make({env_id!r}) got unknown argument(s) {unknown}; valid arguments: {', '.join(valid)}")
     split = kwargs.pop("split", "train")
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    seed = kwargs.pop("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    if split not in spec.splits:
+        raise ValueError(f"split must be one of {spec.splits}, got {split!r}")
+    seed = check_seed(kwargs.pop("seed", 0)) % SEED_MODULUS
     max_cycles = kwargs.pop("max_cycles", 30)
     if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:
         raise ValueError(f"max_cycles must be an int >= 1 (agent turns per episode), got {max_cycles!r}")

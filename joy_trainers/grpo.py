@@ -30,7 +30,7 @@ class GRPOConfig(rl.RLConfig):
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": "tiny",
+        "model": "tiny-base",
         "iterations": 2,
         "steps_per_iteration": 6,
         "tasks_per_step": 6,

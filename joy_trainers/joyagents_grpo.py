@@ -78,7 +78,7 @@ class JoyAgentsGRPOConfig(rl.RLConfig):
 
 
 TINY_RL = {
-    "model": "tiny",
+    "model": "tiny-base",
     "iterations": 2,
     "steps_per_iteration": 6,
     "tasks_per_step": 6,

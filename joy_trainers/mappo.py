@@ -63,7 +63,7 @@ class MAPPOConfig(rl.RLConfig):
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": "tiny",
+        "model": "tiny-base",
         "iterations": 1,
         "steps_per_iteration": 12,
         "tasks_per_step": 6,

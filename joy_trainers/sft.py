@@ -2,8 +2,9 @@
 
 The first stage of the JoyAgents-R1 pipeline. Reads top to bottom:
 
-1. the base model: the embedded tiny model (``model="tiny"``, built offline and cached) or any Hugging
-   Face name or local path;
+1. the base model: the pretrained tiny base shipped with the package (``model="tiny-base"``, see
+   :mod:`joy_trainers.tiny_base`), the untrained embedded tiny model (``"tiny"``, built offline and cached)
+   or any Hugging Face name or local path;
 2. expert examples per role from the SFT part of the train split (:mod:`joy_agents.sft_data`);
 3. optional full fine-tuning of the shared base on all roles' examples (``base_epochs``): a randomly
    initialised tiny model must first learn the language of the environment; a pretrained model skips it;
@@ -37,15 +38,13 @@ from tqdm.auto import tqdm
 import joy_env
 from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sft_data import build_sft_examples, conversation_rows, language_model_windows, tokenize_example
-from joy_agents.tiny import build_tiny_model
+from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
+from joy_agents.tiny import build_tiny_model, tiny_base_dir
 from joy_trainers.checks import check_env_id
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import config_from_dict
 from joy_trainers.rundir import RunDir, write_results
 from joy_trainers.rundir import results_table as results_table  # re-exported: it lived here before
-
-TINY_MODELS = ("tiny", "tiny-small")
-"""Model names of the embedded tiny models, built offline (:func:`resolve_model`)."""
 
 LOSSES = ("completion", "conversation", "all")
 """Row kinds of the SFT stages (see ``SFTConfig.base_loss``)."""
@@ -55,8 +54,9 @@ LOSSES = ("completion", "conversation", "all")
 class SFTConfig:
     """Configuration of the ``sft`` trainer (one line per field)."""
 
-    model: str = "tiny"
-    """Base model: ``"tiny"`` (embedded, built offline), ``"tiny-small"``, or a HF name / local path."""
+    model: str = "tiny-base"
+    """Base model: ``"tiny-base"`` (the pretrained tiny base shipped with the package), ``"tiny"`` (embedded,
+    untrained, built offline), ``"tiny-small"``, or a HF name / local path."""
     env_id: str = "joy/mixed-v0"
     """Environment whose expert trajectories are the data."""
     seed: int = 0
@@ -94,6 +94,9 @@ class SFTConfig:
     """Learning rate of the adapter stage."""
     adapter_loss: str = "completion"
     """Rows of the adapter stage: ``completion`` or ``conversation`` (as ``base_loss``)."""
+    prompt_style: str = "full"
+    """How a role's turn is rendered, in SFT and in every later use of the team (saved with it): ``full`` (system
+    prompt and tools) or ``compact`` (the role's name instead; :func:`joy_agents.policy.prompt_view`)."""
     separate_models: dict[str, str] = field(default_factory=dict)
     """Roles with their own model instead of a shared-base adapter, e.g. ``{"master": "Qwen/Qwen2.5-7B-Instruct"}``."""
     lora_r: int = 16
@@ -161,6 +164,10 @@ class SFTConfig:
             raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
         if self.eval_split not in joy_env.SPLITS:
             raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+        from joy_agents.policy import PROMPT_STYLES
+
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
 
@@ -172,11 +179,14 @@ class SFTConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": "tiny",
+        # the pretrained tiny base (joy_trainers.tiny_base) in compact prompts: a short full fine-tuning on the
+        # preset's expert episodes, then one LoRA adapter per role
+        "model": "tiny-base",
+        "prompt_style": "compact",
         "sft_tasks": 1600,
-        "base_epochs": 2.0,
+        "base_epochs": 1.0,
         "base_loss": "conversation",
-        "base_lr": 3e-3,
+        "base_lr": 1e-3,
         "adapter_epochs": 0.5,
         "role_adapter_epochs": {"general": 2.5, "ecommerce": 1.5},
         "adapter_lr": 2e-3,
@@ -185,10 +195,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lora_alpha": 8,
         "batch_size": 8,
         "max_length": 512,
-        "eval_tasks": 100,
+        "eval_tasks": 300,
         "eval_max_new_tokens": 96,
         "eval_max_cycles": 12,
-        "baseline_tasks": 10,
+        "baseline_tasks": 300,
         "activation_checkpointing": False,
     }
 }
@@ -199,8 +209,11 @@ TINY_MAX_PROMPT_TOKENS = PRESETS["tiny"]["max_length"] - PRESETS["tiny"]["eval_m
 
 
 def resolve_model(name: str, seed: int) -> str:
-    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``."""
-    if name in TINY_MODELS:
+    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``; ``tiny-base`` is the
+    pretrained tiny base shipped with the package (:func:`joy_agents.tiny.tiny_base_dir`)."""
+    if name == "tiny-base":
+        return str(tiny_base_dir())
+    if name in ("tiny", "tiny-small"):
         return str(build_tiny_model(seed=seed, size="tiny" if name == "tiny" else "small"))
     return name
 
@@ -526,6 +539,7 @@ class SFTTrainer:
             cfg.recovery_rate,
             cfg.domain_weights,
             cfg.entity_swap,
+            cfg.prompt_style,
         )
         counts = {r: len(v) for r, v in examples.items()}
         print(f"[sft] examples per role: {counts}")
@@ -655,6 +669,7 @@ class SFTTrainer:
             lora_alpha=cfg.lora_alpha,
             dtype=cfg.dtype,
             device="cuda" if _has_accelerator() else "cpu",
+            prompt_style=cfg.prompt_style,
         )
 
     def evaluate(self, team: Any, tasks: int | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ def test_registry_resolves_the_rl_trainers_and_their_tiny_presets():
         cls = load_trainer(name)
         assert cls.name == name
         cfg = build_config(cls, "tiny", None, ["seed=3"])
-        assert cfg.seed == 3 and cfg.model == "tiny"
+        assert cfg.seed == 3 and cfg.model == "tiny-base"
 
 
 def test_resume_needs_a_checkpointing_trainer_and_a_run_directory(capsys):

@@ -24,11 +24,6 @@ def test_library_api_and_seed(library_env_id):
     seed_test(lambda: joy_env.make(library_env_id, max_cycles=12), num_cycles=100)
 
 
-def _play(env, actions):
-    for a in actions:
-        env.step(a)
-
-
 def test_wrong_write_fails_the_database_check(library_env_id):
     env = joy_env.make(library_env_id, split="test")
     env.reset(options={"task_index": 0})
@@ -110,3 +105,88 @@ def test_reset_after_writes_restores_the_pristine_database(library_env_id):
         assert database.full_dump(env._dbs["librarian"]) != pristine  # the episode lent a book
         env.reset(options={"task_index": i})
         assert database.full_dump(env._dbs["librarian"]) == pristine
+
+
+def test_task_source_base_checks_split_and_index_for_every_source(library_env_id):
+    import numpy as np
+
+    from joy_env.domains import bfcl, ecommerce, general, math, mixed, qa
+
+    seen = []
+
+    class Counting(joy_env.TaskSourceBase):
+        sizes = {"train": 3, "validation": 1, "test": 1}
+
+        def build_task(self, split, index):
+            seen.append((split, index, type(index)))
+            return joy_env.make(library_env_id, split=split).get_task(index)
+
+    src = Counting()
+    assert src.size("train") == 3 and src.task("train", np.int64(2)).task_id.endswith("/train/2")
+    assert seen == [("train", 2, int)]  # build_task sees a plain int
+    sources = [src, general.task_source(0), qa.task_source(0), math.task_source(0)]
+    db = joy_env.make("joy/mixed-v0").world.pristine["ecommerce"]
+    sources += [ecommerce.task_source(0, db), mixed.task_source(0, db)]
+    assert all(isinstance(s, joy_env.TaskSourceBase) for s in sources)
+    assert issubclass(bfcl.BFCLTaskSource, joy_env.TaskSourceBase)
+    for s in sources:
+        with pytest.raises(ValueError, match="unknown split 'dev'"):
+            s.size("dev")
+        with pytest.raises(ValueError, match="unknown split"):
+            s.task("dev", 0)
+        n = s.size("test")
+        for bad in (-1, n, True, 1.0, "0"):
+            with pytest.raises(ValueError, match=rf"out of range for split 'test': expected 0 <= index < {n}"):
+                s.task("test", bad)
+    assert len(seen) == 1  # no rejected call reached build_task
+
+
+def test_register_env_loader_builds_the_spec_once_on_first_use(library_env_id, monkeypatch):
+    import dataclasses
+
+    from joy_env import registry
+    from joy_env.registry import get_spec, register_env_loader
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the ids below end with the test
+    calls = []
+
+    def loader():
+        calls.append(1)
+        return dataclasses.replace(get_spec(library_env_id), env_id="test/lazy-library-v0")
+
+    register_env_loader("test/lazy-library-v0", loader, overwrite=True)
+    assert "test/lazy-library-v0" in joy_env.list_envs() and calls == []
+    env = joy_env.make("test/lazy-library-v0", split="test")
+    env.reset(options={"task_index": 0})
+    assert run_expert_episode(env)["success"]
+    joy_env.make("test/lazy-library-v0")
+    assert calls == [1]
+    register_env_loader("test/wrong-id-v0", lambda: get_spec(library_env_id), overwrite=True)
+    with pytest.raises(TypeError, match="must return an EnvSpec with that id, got 'example/library-v0'"):
+        joy_env.make("test/wrong-id-v0")
+    with pytest.raises(ValueError, match="already registered"):
+        register_env_loader("test/lazy-library-v0", loader)
+
+
+def test_builtin_ids_are_registered_like_custom_ones_and_cannot_be_replaced():
+    import subprocess
+    import sys
+
+    tool = Tool("t", "d", {"type": "object", "properties": {}}, lambda ctx: 1)
+    spec = joy_env.EnvSpec("joy/math-v0", (Domain("x", (tool,)),), lambda s, d: None)
+    with pytest.raises(ValueError, match="built-in ids cannot be replaced"):
+        joy_env.register_env(spec, overwrite=True)
+    from joy_env.registry import register_env_loader
+
+    with pytest.raises(ValueError, match="built-in ids cannot be replaced"):
+        register_env_loader("joy/mixed-v0", lambda: spec, overwrite=True)
+    # importing joy_env registers the built-in ids without importing their domains
+    code = (
+        "import sys, joy_env; from joy_env import registry; "
+        "assert joy_env.list_envs()[:5] == list(joy_env.builtin.ENV_IDS), joy_env.list_envs(); "
+        "assert not [m for m in sys.modules if m.startswith('joy_env.domains')]; "
+        "assert callable(registry._REGISTRY['joy/qa-v0']); "
+        "assert registry.get_spec('joy/qa-v0').agents[0] == 'master'; "
+        "assert isinstance(registry._REGISTRY['joy/qa-v0'], joy_env.EnvSpec)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

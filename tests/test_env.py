@@ -6,6 +6,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -265,6 +266,99 @@ def test_write_tasks_restore_the_database():
     env.restore(snap)
     assert env._dbs["ecommerce"].serialize() == before
     assert run_expert_episode(env) == first
+
+
+# ------------------------------------------------------------------------------------------------
+# Edge cases of the API: seeds, call order, closing
+# ------------------------------------------------------------------------------------------------
+
+
+def test_large_data_seeds_are_reduced_modulo_2_63():
+    big = joy_env.make("joy/mixed-v0", seed=2**70)  # the qa and ecommerce databases store the seed
+    small = joy_env.make("joy/mixed-v0", seed=2**70 % 2**63)
+    assert big.world is small.world and big.world.seed == 2**70 % 2**63
+    assert joy_env.make("joy/qa-v0", seed=2**63 + 5).world is joy_env.make("joy/qa-v0", seed=5).world
+    top = joy_env.make("joy/ecommerce-v0", seed=2**63 - 1, split="test")  # the largest seed is kept as it is
+    assert top.world.seed == 2**63 - 1
+    for env in (big, top):
+        env.reset(seed=1)
+        assert run_expert_episode(env)["success"]
+    assert joy_env.make("joy/math-v0", seed=np.int64(3)).world is joy_env.make("joy/math-v0", seed=3).world
+
+
+def test_negative_and_non_integer_seeds_raise_one_clear_error():
+    env = joy_env.make("joy/math-v0")
+    for bad in (-5, True, 1.5, "3"):
+        with pytest.raises(ValueError, match=rf"^seed must be an int >= 0, got {re.escape(repr(bad))}; negative"):
+            joy_env.make("joy/math-v0", seed=bad)
+        with pytest.raises(ValueError, match=rf"^reset seed must be an int >= 0, got {re.escape(repr(bad))};"):
+            env.reset(seed=bad)
+    tasks = []
+    for seed in (2**70, 2**70, np.uint64(7), 7):  # any size, Python or numpy: used as given
+        env.reset(seed=seed)
+        tasks.append(env.task.task_id)
+    assert tasks[0] == tasks[1] and tasks[2] == tasks[3]
+
+
+def test_calls_before_reset_raise_clear_errors():
+    env = joy_env.make("joy/qa-v0")
+    for call, run in [
+        ("observe()", lambda: env.observe("master")),
+        ("last()", env.last),
+        ("step()", lambda: env.step("<answer>hi</answer>")),
+        ("agent_iter()", env.agent_iter),
+    ]:
+        with pytest.raises(RuntimeError, match=re.escape(f"{call} before reset(): call env.reset() first")):
+            run()
+    env.reset(seed=0)
+    assert env.last()[1:4] == (0.0, False, False)
+
+
+def test_stepping_after_the_episode_ended_raises_a_clear_error():
+    env = joy_env.make("joy/math-v0")
+    env.reset(seed=0)
+    while env.task is not None and not env.terminations["master"]:
+        env.step(expert_action(env))
+    # every agent is terminated: each is stepped with None, the only valid action (PettingZoo's AEC loop)
+    agent = env.agent_selection
+    with pytest.raises(ValueError, match=f"agent '{agent}' is done .*only valid action for it is None"):
+        env.step("<answer>again</answer>")
+    removed = []
+    while env.agents:
+        assert env.last(observe=False)[2]  # terminated
+        removed.append(env.agent_selection)
+        env.step(None)
+    assert sorted(removed) == sorted(env.possible_agents)
+    assert list(env.agent_iter()) == []
+    assert env.observe("master")["text"]  # the final observation stays readable
+    for call, run in [("step()", lambda: env.step(None)), ("last()", env.last)]:
+        with pytest.raises(RuntimeError, match=re.escape(f"{call} after the episode ended: every agent is done")):
+            run()
+    assert env.episode_breakdown["success"]
+    env.reset(seed=1)  # the fix the error names
+    assert run_expert_episode(env)["success"]
+
+
+def test_a_closed_env_refuses_to_run():
+    env = joy_env.make("joy/ecommerce-v0")
+    env.reset(seed=0)
+    env.step(expert_action(env))
+    env.close()
+    env.close()  # closing twice is fine
+    for call, run in [
+        ("reset()", lambda: env.reset(seed=1)),
+        ("step()", lambda: env.step("<answer>hi</answer>")),
+        ("observe()", lambda: env.observe("master")),
+        ("last()", env.last),
+        ("agent_iter()", env.agent_iter),
+        ("snapshot()", env.snapshot),
+        ("snapshot()", env.clone),
+    ]:
+        with pytest.raises(RuntimeError, match=re.escape(f"{call} on a closed env") + ".*joy_env.make"):
+            run()
+    fresh = joy_env.make("joy/ecommerce-v0")  # the shared world is untouched
+    fresh.reset(seed=0)
+    assert run_expert_episode(fresh)["success"]
 
 
 # ------------------------------------------------------------------------------------------------

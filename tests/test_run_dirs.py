@@ -251,14 +251,14 @@ SMALL_SFT = {"sft_tasks": 4, "base_epochs": 0.0, "adapter_epochs": 0.2, "role_ad
 _SFT_TEAM = """
 import hashlib, json, sys
 from joy_trainers.rl import sft_team
-team = sft_team(None, "tiny", 0, json.loads(sys.argv[1]))
+team = sft_team(None, "tiny-base", 0, json.loads(sys.argv[1]))
 files = {str(p.relative_to(team)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(team.rglob("*"))
          if p.is_file()}
 print(json.dumps({"team": str(team), "files": files}))
 """
 
 
-@pytest.mark.slow  # builds the default tiny model and a small SFT team (a few minutes on two CPU cores)
+@pytest.mark.slow  # trains a small SFT team from the shipped tiny base (minutes on two CPU cores)
 def test_two_runs_needing_the_same_cached_sft_team_at_once_share_one_build(tmp_path):
     cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": REPO, "JOY_CACHE_DIR": str(cache)}
@@ -280,7 +280,7 @@ def test_the_sft_cache_key_ignores_evaluation_options():
     from joy_trainers.rl.start import sft_cache_key, tiny_sft_values
     from joy_trainers.sft import PRESETS
 
-    rl_values = tiny_sft_values("tiny", 0)  # what an RL preset asks for: no evaluation
+    rl_values = tiny_sft_values(PRESETS["tiny"]["model"], 0)  # what an RL preset asks for: no evaluation
     user_run = {**PRESETS["tiny"], "output_dir": "runs/sft-1", "eval_tasks": 100, "overwrite": True}
     assert sft_cache_key(rl_values) == sft_cache_key(user_run)
     assert sft_cache_key(rl_values) != sft_cache_key({**user_run, "adapter_lr": 1e-3})

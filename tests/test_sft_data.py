@@ -219,3 +219,36 @@ def test_swap_entities_keeps_common_words_and_structure():
     # words every episode uses (tool names, argument names, frequent English words) stay as they are
     for word in ("call_agent", "search_kb", '"arguments"', "<answer>", "The "):
         assert text_before.count(word) == text_after.count(word), word
+
+
+def test_compact_prompts_replace_the_system_prompt_and_tools_and_match_the_team(tiny_dir):
+    from joy_agents.policy import TeamConfig, TeamPolicy, prompt_view
+    from joy_agents.sft_data import styled, tokenize_example
+
+    env = joy_env.make("joy/mixed-v0", split="train")
+    examples = expert_examples(env, range(6))
+    ex = next(e for e in examples if e.role == "ecommerce" and e.tools)
+    messages, tools = prompt_view("compact", ex.role, ex.messages, ex.tools)
+    assert messages[0] == {"role": "system", "content": "ecommerce"} and tools is None
+    assert messages[1:] == [dict(m) for m in ex.messages[1:]]
+    assert prompt_view("full", ex.role, ex.messages, ex.tools) == ([dict(m) for m in ex.messages], list(ex.tools))
+    assert prompt_view("compact", "qa", [{"role": "user", "content": "hi"}], None)[0][0] == {
+        "role": "system",
+        "content": "qa",
+    }
+    with pytest.raises(ValueError, match="prompt style must be one of"):
+        prompt_view("short", "qa", [], None)
+
+    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4, prompt_style="compact"))
+    for e, s in zip(examples, styled(examples, "compact"), strict=True):
+        assert s.tools == () and s.messages[0]["content"] == e.role
+        row = tokenize_example(team.tokenizer, s)
+        prompt = row["input_ids"][: row["labels"].index(next(v for v in row["labels"] if v != -100))]
+        # SFT trains on exactly what rollouts render
+        assert prompt == team.encode_prompt(e.role, list(e.messages), list(e.tools) or None)
+    full = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4))
+    assert len(team.encode_prompt(ex.role, list(ex.messages), list(ex.tools))) < len(
+        full.encode_prompt(ex.role, list(ex.messages), list(ex.tools))
+    ) / 2
+    noted = team.tokenizer.decode(team.encode_prompt(ex.role, list(ex.messages), list(ex.tools), note="\n\nMemory: x"))
+    assert noted.startswith("<|im_start|>system\necommerce\n\nMemory: x<|im_end|>")

@@ -14,9 +14,11 @@ What a custom domain provides:
    JSON-serialisable data and raises ``joy_env.ToolError`` for refusals. Use ``?`` placeholders only.
 2. **A database** (optional): ``build_db(seed) -> sqlite3.Connection`` (in memory) and ``audit``, the
    primary keys of the tables tools write, so the env can compare final states with the gold one cheaply.
-3. **Tasks with gold solutions**: an object with ``size(split)`` and ``task(split, index) -> joy_env.Task``;
-   each task lists the route (``SubTask`` per sub-agent call: sub-query, tool-call turns, answer,
-   required calls) and the master's final answer. The env's expert replays it; the reward scores against it.
+3. **Tasks with gold solutions**: an object with ``size(split)`` and ``task(split, index) -> joy_env.Task``
+   (subclassing ``joy_env.TaskSourceBase`` gives both, with the argument checks: set ``sizes`` and write
+   ``build_task(split, index)``); each task lists the route (``SubTask`` per sub-agent call: sub-query,
+   tool-call turns, answer, required calls) and the master's final answer. The env's expert replays it; the
+   reward scores against it.
 4. An ``EnvSpec(env_id, domains, tasks)`` passed to ``joy_env.register_env``.
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 import random
 import sqlite3
 
-from joy_env import Domain, EnvSpec, SubTask, Task, Tool, ToolContext, ToolError
+from joy_env import Domain, EnvSpec, SubTask, Task, TaskSourceBase, Tool, ToolContext, ToolError
 
 AUTHORS = [
     "Ada Brook",
@@ -124,10 +126,10 @@ LIBRARIAN = Domain(
 )
 
 
-class LibraryTasks:
+class LibraryTasks(TaskSourceBase):
     """Borrowing tasks; books are split by id so test books never appear in train."""
 
-    SIZES = {"train": 400, "validation": 50, "test": 50}
+    sizes = {"train": 400, "validation": 50, "test": 50}
 
     def __init__(self, seed: int, db: sqlite3.Connection) -> None:
         rows = db.execute("SELECT book_id, author, year FROM books WHERE copies > 0 ORDER BY book_id").fetchall()
@@ -138,12 +140,7 @@ class LibraryTasks:
             "test": [r for r in rows if int(r[0][1:]) % 10 == 9],
         }
 
-    def size(self, split: str) -> int:
-        return self.SIZES[split]
-
-    def task(self, split: str, index: int) -> Task:
-        if split not in self.SIZES or not 0 <= index < self.SIZES[split]:
-            raise ValueError(f"no task {split}/{index}; splits {dict(self.SIZES)}")
+    def build_task(self, split: str, index: int) -> Task:
         rng = random.Random(f"{self.seed}/{split}/{index}")
         book_id, author, year = rng.choice(self.books[split])
         member = f"M{500 + rng.randrange(60)}"

@@ -80,7 +80,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from joy_env.core import SPLITS, SubTask, Task, check_index, check_split
+from joy_env.core import SPLITS, SubTask, Task, TaskSourceBase
 from joy_env.schema import validate
 
 __all__ = [
@@ -521,7 +521,7 @@ def _bucket(bfcl_id: str) -> str:
     return "train" if h < 8 else ("validation" if h == 8 else "test")
 
 
-class BFCLTaskSource:
+class BFCLTaskSource(TaskSourceBase):
     """BFCL tasks split 80/10/10 by a hash of the BFCL id; ``seed`` shuffles the order within a split."""
 
     def __init__(self, tasks: Sequence[Task], seed: int = 0) -> None:
@@ -531,14 +531,9 @@ class BFCLTaskSource:
             self._tasks[_bucket(str(t.meta.get("bfcl_id", t.task_id)))].append(t)
         for split, items in self._tasks.items():
             random.Random(f"{seed}/bfcl/{split}").shuffle(items)
+        self.sizes = {split: len(items) for split, items in self._tasks.items()}
 
-    def size(self, split: str) -> int:
-        check_split(split)
-        return len(self._tasks[split])
-
-    def task(self, split: str, index: int) -> Task:
-        size = self.size(split)
-        index = check_index(split, index, size)
+    def build_task(self, split: str, index: int) -> Task:
         return dataclasses.replace(self._tasks[split][index], task_id=f"bfcl/{split}/{index}")
 
 

@@ -29,7 +29,7 @@ import random
 import sqlite3
 from dataclasses import replace
 
-from joy_env.core import SPLITS, SubTask, Task, check_index, check_split
+from joy_env.core import SPLITS, SubTask, Task, TaskSourceBase
 
 SINGLE_PER_BLOCK = 10
 COLLAB_PER_BLOCK = 3
@@ -49,7 +49,7 @@ def _money(x: float) -> str:
     return f"{x:.2f}"
 
 
-class MixedTasks:
+class MixedTasks(TaskSourceBase):
     """Task source of ``joy/mixed-v0`` (see the module documentation)."""
 
     def __init__(self, seed: int, db: sqlite3.Connection) -> None:
@@ -64,14 +64,9 @@ class MixedTasks:
             "qa": qa.task_source(seed),
             "math": math.task_source(seed),
         }
-        self._size = {s: min(src.size(s) for src in self.sources.values()) for s in SPLITS}
+        self.sizes = {s: min(src.size(s) for src in self.sources.values()) for s in SPLITS}
 
-    def size(self, split: str) -> int:
-        check_split(split)
-        return self._size[split]
-
-    def task(self, split: str, index: int) -> Task:
-        index = check_index(split, index, self.size(split))
+    def build_task(self, split: str, index: int) -> Task:
         block, pos = divmod(index, BLOCK)
         task_id = f"mixed/{split}/{index}"
         if pos < SINGLE_PER_BLOCK:

@@ -14,12 +14,13 @@ from joy_trainers.options import config_from_dict
 class RLConfig:
     """Options every RL trainer shares (one line per field); the paper's values for Qwen2.5-3B are noted."""
 
-    model: str = "tiny"
-    """Base model of the team (``tiny`` or ``tiny-small`` are fine-tuned automatically; others need ``sft_run``)."""
+    model: str = "tiny-base"
+    """Base model of the team: the embedded ``tiny-base`` (or ``tiny``, ``tiny-small``) is fine-tuned
+    automatically by the sft tiny preset; any other model needs ``sft_run``."""
     sft_run: str | None = None
     """Run directory of the ``sft`` trainer to start from (its ``team/``)."""
     sft_overrides: dict[str, Any] = field(default_factory=dict)
-    """Options of the automatic tiny SFT run (with ``model="tiny"`` and no ``sft_run``)."""
+    """Options of the automatic tiny SFT run (with an embedded ``model`` and no ``sft_run``)."""
     env_id: str = "joy/mixed-v0"
     """Environment of training and evaluation."""
     seed: int = 0

@@ -23,12 +23,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from joy_agents.tiny import BUILD_VERSION, cache_lock, default_cache_dir, env_fingerprint
+from joy_agents.tiny import (
+    BUILD_VERSION,
+    TINY_MODELS,
+    cache_lock,
+    cache_locks_work,
+    default_cache_dir,
+    env_fingerprint,
+    tiny_base_dir,
+)
 from joy_trainers.checks import check_sft_run, read_results
 from joy_trainers.errors import UsageError
 from joy_trainers.rl.distributed import barrier, world
 from joy_trainers.sft import PRESETS as SFT_PRESETS
-from joy_trainers.sft import TINY_MODELS, SFTConfig, SFTTrainer
+from joy_trainers.sft import SFTConfig, SFTTrainer
 
 EVALUATION_OPTIONS = (
     "eval_tasks",
@@ -48,8 +56,9 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
     """The ``team/`` directory an RL run starts from.
 
     ``sft_run``: a run directory written by the ``sft`` trainer (its ``team/`` is used). Without one and with
-    ``model="tiny"`` (or ``"tiny-small"``), the ``sft`` trainer's tiny preset (plus ``sft_overrides``) is run
-    once into the cache and reused by later runs with the same settings (see the module documentation).
+    one of the embedded models (``tiny-base``, ``tiny``, ``tiny-small``), the ``sft`` trainer's tiny preset
+    (plus ``sft_overrides``) is run once into the cache and reused by later runs with the same settings (see
+    the module documentation).
     """
     check_sft_run(sft_run, model)
     if sft_run:
@@ -80,7 +89,13 @@ def sft_cache_key(values: dict[str, Any]) -> str:
         raise UsageError(f"sft_overrides: {exc}") from None
     shaping = {k: v for k, v in config.items() if k not in EVALUATION_OPTIONS}
     key = {**shaping, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
+    if config["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
+        key["tiny_base"] = _tiny_base_digest()
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _tiny_base_digest() -> str:
+    return hashlib.sha256((tiny_base_dir() / "build_info.json").read_bytes()).hexdigest()
 
 
 def tiny_sft_dir(model: str = "tiny", seed: int = 0, sft_overrides: dict[str, Any] | None = None) -> Path:
@@ -108,6 +123,8 @@ def _complete(run: Path) -> bool:
 def _legacy_dir(values: dict[str, Any]) -> Path:
     """Where releases before the key above cached the same team (reused if it is there)."""
     key = {**values, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
+    if key["model"] == "tiny-base":
+        key["tiny_base"] = _tiny_base_digest()
     return default_cache_dir() / f"sft-{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}"
 
 
@@ -146,8 +163,9 @@ def _build(run: Path, values: dict[str, Any]) -> None:
             if waited:
                 print(f"[rl] another process built the cached SFT team {run}; using it")
             return
-        for stale in run.parent.glob(f".{run.name}.tmp-*"):  # left by a crashed build (we hold the lock)
-            shutil.rmtree(stale, ignore_errors=True)
+        if cache_locks_work():  # holding the lock, any temporary directory is a crashed build's
+            for stale in run.parent.glob(f".{run.name}.tmp-*"):
+                shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{run.name}.tmp-", dir=run.parent))
         try:
             source = _registered_run(key)
