@@ -276,6 +276,59 @@ def test_two_runs_needing_the_same_cached_sft_team_at_once_share_one_build(tmp_p
     assert not list(cache.glob(".*tmp*"))  # no temporary directory left behind
 
 
+_FAKE_SFT = """
+import hashlib, json, os, sys, time
+from pathlib import Path
+from joy_trainers.rl import sft_team
+from joy_trainers.sft import SFTTrainer
+
+def train(self):  # stands in for SFT: slow, and writes team.json last like the real trainer
+    with open(os.environ["JOY_TRAINED_LOG"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    out = Path(self.config.output_dir)
+    (out / "team").mkdir(parents=True)
+    (out / "team" / "adapter.bin").write_bytes(os.urandom(64))
+    time.sleep(2)
+    (out / "team" / "team.json").write_text(json.dumps({"by": os.getpid()}))
+
+SFTTrainer.train = train
+team = sft_team(None, "tiny-base", 0, json.loads(sys.argv[1]))
+files = {str(p.relative_to(team)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(team.rglob("*"))
+         if p.is_file()}
+print(json.dumps({"team": str(team), "files": files}))
+"""
+
+
+def test_two_processes_needing_the_same_cached_sft_team_train_it_once(tmp_path, monkeypatch):
+    from joy_trainers.rl.start import tiny_sft_dir
+
+    cache = tmp_path / "cache"
+    log = tmp_path / "trained"
+    env = {**os.environ, "PYTHONPATH": REPO, "JOY_CACHE_DIR": str(cache), "JOY_TRAINED_LOG": str(log)}
+    stale = cache / ".sft-0.tmp-crashed"  # a crashed build of another key: left alone
+    stale.mkdir(parents=True)
+    monkeypatch.setenv("JOY_CACHE_DIR", str(cache))
+    half = tiny_sft_dir("tiny-base", 0, SMALL_SFT) / "team"  # a build of this key that crashed half-way
+    half.mkdir(parents=True)
+    (half / "partial.bin").write_bytes(b"x")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _FAKE_SFT, json.dumps(SMALL_SFT)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    first, second = (json.loads(o.strip().splitlines()[-1]) for o, _ in outputs)
+    assert first == second and set(first["files"]) == {"adapter.bin", "team.json"}  # the half build is gone
+    assert Path(first["team"]) == half
+    assert len(log.read_text().split()) == 1  # one process trained, the other waited and used its team
+    assert "another process built the cached SFT team" in outputs[0][0] + outputs[1][0]
+    team = Path(first["team"])
+    assert sorted(p.name for p in cache.iterdir()) == sorted([".sft-0.tmp-crashed", team.parent.name,
+                                                              f"{team.parent.name}.lock"])
+
+
 def test_the_sft_cache_key_ignores_evaluation_options():
     from joy_trainers.rl.start import sft_cache_key, tiny_sft_values
     from joy_trainers.sft import PRESETS

@@ -163,8 +163,8 @@ def _build(run: Path, values: dict[str, Any]) -> None:
             if waited:
                 print(f"[rl] another process built the cached SFT team {run}; using it")
             return
-        if cache_locks_work():  # holding the lock, any temporary directory is a crashed build's
-            for stale in run.parent.glob(f".{run.name}.tmp-*"):
+        if cache_locks_work():  # holding the lock, a temporary or incomplete directory is a crashed build's
+            for stale in [*run.parent.glob(f".{run.name}.tmp-*"), *([run] if run.exists() else [])]:
                 shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{run.name}.tmp-", dir=run.parent))
         try:
@@ -175,7 +175,11 @@ def _build(run: Path, values: dict[str, Any]) -> None:
             else:
                 print(f"[rl] no cached SFT team for these settings; running the sft tiny preset into {run}")
                 SFTTrainer(SFTConfig.from_dict({**values, "output_dir": str(tmp)})).train()
-            os.replace(tmp, run)
+            try:
+                os.replace(tmp, run)
+            except OSError:
+                if not _complete(run):  # not another process's finished team (possible only without locks)
+                    raise
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
