@@ -41,6 +41,10 @@ METHODS: dict[str, tuple[str, dict[str, Any]] | None] = {
 }
 """Method name -> (trainer, options on top of its tiny preset); ``None``: the SFT team, untrained further."""
 
+DATA_SEED = 0
+"""The env's data seed of every run: all methods and seeds start from one SFT team and meet the same test tasks;
+``--seeds`` vary the RL runs (task order, sampling)."""
+
 FULL = {"methods": list(METHODS), "seeds": [0, 1, 2], "budget": 24_000, "eval_tasks": 50}
 QUICK = {"methods": ["sft", "mappo", "grpo", "joyagents_grpo"], "seeds": [0], "budget": 2_500, "eval_tasks": 10}
 QUICK_RL = {"tasks_per_step": 2, "group_size": 3, "max_nodes": 2, "max_new_tokens": 48, "max_cycles": 6}
@@ -70,6 +74,7 @@ def method_config(
         **options,
         "sft_run": sft_run,
         "seed": seed,
+        "data_seed": DATA_SEED,
         "token_budget": budget,
         "iterations": 1,
         "steps_per_iteration": 10_000,  # the token budget ends the run
@@ -89,12 +94,17 @@ def run_one(
     if done.is_file():
         results = json.loads(done.read_text())
     elif METHODS[method] is None:
-        from joy_agents.policy import TeamPolicy
-        from joy_trainers.evaluation import evaluate_team
+        # the SFT team is evaluated greedily on the tasks of data seed 0, the same for every seed: once
+        earlier = sorted(out.parent.glob(f"{method}-s*/results.json"))
+        if earlier:
+            results = {**json.loads(earlier[0].read_text()), "seed": seed}
+        else:
+            from joy_agents.policy import TeamPolicy
+            from joy_trainers.evaluation import evaluate_team
 
-        team = TeamPolicy.load(str(Path(sft_run) / "team"))
-        metrics = evaluate_team(team, "joy/mixed-v0", "test", eval_tasks, seed, **limits)
-        results = {"trainer": "sft", "seed": seed, "generated_tokens": 0, "train_wall_s": 0.0, "metrics": metrics}
+            team = TeamPolicy.load(str(Path(sft_run) / "team"))
+            metrics = evaluate_team(team, "joy/mixed-v0", "test", eval_tasks, DATA_SEED, **limits)
+            results = {"trainer": "sft", "seed": seed, "generated_tokens": 0, "train_wall_s": 0.0, "metrics": metrics}
         out.mkdir(parents=True, exist_ok=True)
         done.write_text(json.dumps(results, indent=2))
     else:
@@ -255,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     sft_run = args.sft_run
     if sft_run is None:
-        sft_run = str(sft_team(None, "tiny", 0, QUICK_SFT if args.quick else None).parent)
+        sft_run = str(sft_team(None, PRESETS["tiny"]["model"], DATA_SEED, QUICK_SFT if args.quick else None).parent)
     settings["sft_run"] = sft_run
     tiny = PRESETS["tiny"]
     limits = {k: common.get(k, tiny[k]) for k in ("max_new_tokens", "max_cycles", "max_prompt_tokens")}

@@ -67,6 +67,17 @@ def test_config_validation_names_the_problem(sft_run, tmp_path):
         _cfg(GRPOConfig, sft_run, tmp_path, top_k=3)  # plain grpo has no selection
     with pytest.raises(ValueError, match="sft_run"):
         rl.sft_team(None, "Qwen/Qwen2.5-3B-Instruct", 0)
+    with pytest.raises(ValueError, match="data_seed"):
+        _cfg(GRPOConfig, sft_run, tmp_path, data_seed=-1)
+
+
+def test_an_sft_run_of_another_data_seed_is_refused(sft_run, tmp_path):
+    run = tmp_path / "sft"
+    shutil.copytree(sft_run, run)
+    (run / "results.json").write_text(json.dumps({"trainer": "sft", "seed": 1}))
+    assert rl.sft_team(str(run), "tiny-base", 1) == run / "team"
+    with pytest.raises(ValueError, match="data seed 1.*data_seed is 0"):
+        rl.sft_team(str(run), "tiny-base", 0)
 
 
 # ------------------------------------------------------------------------------------------ updates
@@ -94,6 +105,22 @@ def test_policy_update_changes_only_the_updated_role(sft_run):
     for role in team.roles:
         changed = any(not torch.equal(a, b) for a, b in zip(before[role], team.trainable_parameters(role), strict=True))
         assert changed == (role == "math"), role
+
+
+def test_update_epochs_take_that_many_clipped_steps_on_one_batch(sft_run, tmp_path):
+    from types import SimpleNamespace
+
+    team = _team(sft_run)
+    opts = rl.make_optimizers(team, 1e-2)
+    state = SimpleNamespace(team=team, optimizers=opts, reference=None)
+    group = rl.Group("math", [1.0, 0.0, 1.0, 0.0], _samples(team, "math"))
+    cfg = _cfg(GRPOConfig, sft_run, tmp_path, update_epochs=3, beta=0.0, temperature=1.0)
+    stats = rl.update_selected(state, [group], cfg)
+    adam = next(iter(opts["math"].state.values()))
+    assert int(adam["step"]) == 3  # three optimiser steps on the same samples
+    assert stats["math"]["ratio_mean"] != 1.0  # the later passes saw the moved policy against the sampling one
+    with pytest.raises(ValueError, match="update_epochs"):
+        _cfg(GRPOConfig, sft_run, tmp_path, update_epochs=0)
 
 
 def test_reference_policy_swaps_its_weights_in_and_restores_the_current_ones(sft_run):

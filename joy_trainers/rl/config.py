@@ -24,7 +24,10 @@ class RLConfig:
     env_id: str = "joy/mixed-v0"
     """Environment of training and evaluation."""
     seed: int = 0
-    """Seed of the task order, sampling and the automatic SFT run."""
+    """Seed of the RL run: the order of training tasks, sampling and initialisation. Vary it to repeat a run."""
+    data_seed: int = 0
+    """Data seed of the env (database, tasks, the SFT/RL halves of the train split) and of the automatic SFT
+    run. Runs that differ only in ``seed`` start from the same team and are evaluated on the same tasks."""
     iterations: int = 2
     """RL iterations; each starts by refreshing the reference policy (paper: 2)."""
     steps_per_iteration: int = 10
@@ -39,6 +42,9 @@ class RLConfig:
     """Nucleus sampling of the G samples."""
     lr: float = 1e-6
     """Learning rate of every role's optimiser (paper: 1e-6)."""
+    update_epochs: int = 1
+    """Optimiser steps on each step's samples (GRPO's mu, TRL's ``num_iterations``); after the first, the
+    clipped importance ratio to the sampling policy bounds how far the policy moves."""
     loss_type: str = "grpo"
     """Token aggregation: ``grpo``, ``bnpo``, ``dr_grpo`` or ``dapo`` (as in TRL)."""
     epsilon: float = 0.2
@@ -80,7 +86,7 @@ class RLConfig:
     """An Accelerate tracker (e.g. ``tensorboard``) mirroring the JSONL metrics."""
 
     def __post_init__(self) -> None:
-        for name in ("iterations", "steps_per_iteration", "tasks_per_step", "micro_batch_size"):
+        for name in ("iterations", "steps_per_iteration", "tasks_per_step", "micro_batch_size", "update_epochs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -94,6 +100,10 @@ class RLConfig:
             raise ValueError(f"temperature must be > 0 for sampling groups, got {self.temperature!r}")
         if isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0:
             raise ValueError(f"token_budget must be an int >= 0 (0: no budget), got {self.token_budget!r}")
+        for name in ("seed", "data_seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
         if self.lr <= 0 or self.beta < 0 or self.epsilon <= 0:
             raise ValueError(f"need lr > 0, beta >= 0, epsilon > 0; got {self.lr!r}, {self.beta!r}, {self.epsilon!r}")
 

@@ -71,7 +71,7 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         raise UsageError(problem)
     random.seed(cfg.seed + rank)
     torch.manual_seed(cfg.seed + rank)
-    team_dir = sft_team(cfg.sft_run, cfg.model, cfg.seed, getattr(cfg, "sft_overrides", None))
+    team_dir = sft_team(cfg.sft_run, cfg.model, cfg.data_seed, getattr(cfg, "sft_overrides", None))
     team = TeamPolicy.load(str(team_dir), device=str(accelerator.device))
     optimizers = make_optimizers(team, cfg.lr)
     banks = {r: MemoryBank(r, memory) for r in team.roles} if memory is not None and memory.enabled else {}
@@ -79,12 +79,12 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         team,
         cfg.env_id,
         "train",
-        cfg.seed,
+        cfg.data_seed,
         RolloutConfig(max_prompt_tokens=cfg.max_prompt_tokens, keep_snapshots=True, max_cycles=cfg.max_cycles),
         progress=False,
         memory=banks,
     )
-    _, rl_indices = split_train_tasks(engine.prototype.num_tasks, 0.5, cfg.seed)
+    _, rl_indices = split_train_tasks(engine.prototype.num_tasks, 0.5, cfg.data_seed)
     random.Random(f"rl-order/{cfg.seed}").shuffle(rl_indices)
     if rank == 0 and cfg.log_with:
         accelerator.init_trackers(run.path.name, config={k: str(v) for k, v in vars(cfg).items()})
@@ -226,7 +226,7 @@ def evaluate(state: RunState, with_memory: bool = True) -> dict[str, Any]:
         cfg.env_id,
         cfg.eval_split,
         cfg.eval_tasks,
-        cfg.seed,
+        cfg.data_seed,
         cfg.max_new_tokens,
         cfg.max_cycles,
         cfg.max_prompt_tokens,
@@ -284,6 +284,7 @@ def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:
             "env_id": cfg.env_id,
             "split": cfg.eval_split,
             "seed": cfg.seed,
+            "data_seed": cfg.data_seed,
             "model": cfg.model,
             "steps": state.step,
             "generated_tokens": state.tokens_total,

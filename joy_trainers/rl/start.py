@@ -53,7 +53,7 @@ EVALUATION_OPTIONS = (
 
 
 def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> Path:
-    """The ``team/`` directory an RL run starts from.
+    """The ``team/`` directory an RL run starts from; ``seed`` is the run's data seed.
 
     ``sft_run``: a run directory written by the ``sft`` trainer (its ``team/`` is used). Without one and with
     one of the embedded models (``tiny-base``, ``tiny``, ``tiny-small``), the ``sft`` trainer's tiny preset
@@ -62,6 +62,12 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
     """
     check_sft_run(sft_run, model)
     if sft_run:
+        trained = read_results(Path(sft_run)).get("seed")
+        if trained is not None and trained != seed:
+            raise UsageError(
+                f"sft_run {sft_run!r} was trained on data seed {trained}, but this run's data_seed is {seed}: its "
+                f"entities and splits differ; pass --set data_seed={trained} (vary `seed` to repeat an RL run)"
+            )
         return Path(sft_run) / "team"
     values = tiny_sft_values(model, seed, sft_overrides)
     run = tiny_sft_dir(model, seed, sft_overrides)

@@ -161,8 +161,8 @@ def make_optimizers(team: Any, lr: float, weight_decay: float = 0.0) -> dict[str
 
 
 def update_selected(state: RunState, selected: Sequence[Group], cfg: Any) -> dict[str, Any]:
-    """Advantages of the selected groups, then one :func:`policy_update` per role owning one of them
-    (the same roles in the same order on every process)."""
+    """Advantages of the selected groups, then ``update_epochs`` passes of one :func:`policy_update` per role
+    owning one of them (the same roles in the same order on every process); the last pass's statistics."""
     per_role: dict[str, list[tuple[Any, float]]] = {}
     for g, adv in zip(selected, advantages_of(selected, cfg.scale_rewards), strict=True):
         if g.role == "*":  # a whole trajectory: every node shares its advantage
@@ -172,7 +172,11 @@ def update_selected(state: RunState, selected: Sequence[Group], cfg: Any) -> dic
         else:
             for s, a in zip(g.samples, adv, strict=True):
                 per_role.setdefault(g.role, []).append((s, a))
-    return update_roles(state, per_role, update_config(cfg), state.reference)
+    ucfg = update_config(cfg)
+    stats: dict[str, Any] = {}
+    for _ in range(getattr(cfg, "update_epochs", 1)):  # later passes: the clipped ratio bounds the change
+        stats = update_roles(state, per_role, ucfg, state.reference)
+    return stats
 
 
 def update_config(cfg: RLConfig, beta: float | None = None) -> UpdateConfig:
