@@ -31,3 +31,17 @@ def test_sft_teaches_the_untrained_tiny_model_to_write_well_formed_math_episodes
     results = SFTTrainer(config).train()
     assert results["metrics"]["format_valid_rate"] >= 0.9
     assert results["metrics"]["mean_reward"] >= 0.1
+
+
+@pytest.mark.slow
+def test_joyagents_grpo_tiny_preset_raises_test_success_over_its_sft_team(tmp_path):
+    # the whole CPU pipeline of the README: the sft tiny preset (cached after its first run), then the
+    # joyagents_grpo tiny preset; greedy test success after RL must beat the SFT team's on the same tasks
+    from joy_trainers.joyagents_grpo import PRESETS, JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
+
+    config = JoyAgentsGRPOConfig.from_dict({**PRESETS["tiny"], "seed": 0, "output_dir": str(tmp_path / "rl")})
+    results = JoyAgentsGRPOTrainer(config).train()
+    before, after = results["baseline_metrics"], results["metrics"]
+    assert after["episodes"] == before["episodes"] == config.eval_tasks
+    assert after["success_rate"] > before["success_rate"], (before["success_rate"], after["success_rate"])
+    assert after["format_valid_rate"] >= before["format_valid_rate"] - 0.02
