@@ -14,7 +14,7 @@ run whose ``results.json`` exists is not redone (an unfinished one is started ag
 benchmark continues where it stopped.
 
     python benchmarks/run_baselines.py --quick --out-dir /tmp/baselines-quick   # <= 5 min: checks the pipeline
-    python benchmarks/run_baselines.py --out-dir /tmp/baselines                 # <= 60 min: the published figures
+    python benchmarks/run_baselines.py --out-dir /tmp/baselines                 # ~2 h on 2 cores: the published figures
     python benchmarks/run_baselines.py --methods grpo joyagents_grpo --seeds 0 1 --budget 10000 --out-dir DIR
 """
 
@@ -35,18 +35,27 @@ METHODS: dict[str, tuple[str, dict[str, Any]] | None] = {
     "grpo": ("grpo", {}),
     "joyagents_grpo": ("joyagents_grpo", {}),
     "joyagents_grpo_k1": ("joyagents_grpo", {"top_k": 1}),
-    "joyagents_grpo_k2": ("joyagents_grpo", {"top_k": 2}),
     "joyagents_grpo_kall": ("joyagents_grpo", {"top_k": "all"}),
     "joyagents_grpo_nomem": ("joyagents_grpo", {"memory": False}),
+    "joyagents_grpo_traj": ("joyagents_grpo", {"sampling": "trajectory"}),
 }
 """Method name -> (trainer, options on top of its tiny preset); ``None``: the SFT team, untrained further."""
+
+ABLATIONS = ("joyagents_grpo_k1", "joyagents_grpo_kall", "joyagents_grpo_nomem", "joyagents_grpo_traj")
+"""joyagents_grpo with one part changed: top-K selection, memory, node-wise sampling (``--ablation-seeds``)."""
 
 DATA_SEED = 0
 """The env's data seed of every run: all methods and seeds start from one SFT team and meet the same test tasks;
 ``--seeds`` vary the RL runs (task order, sampling)."""
 
-FULL = {"methods": list(METHODS), "seeds": [0, 1, 2], "budget": 24_000, "eval_tasks": 50}
-QUICK = {"methods": ["sft", "mappo", "grpo", "joyagents_grpo"], "seeds": [0], "budget": 2_500, "eval_tasks": 10}
+FULL = {"methods": list(METHODS), "seeds": [0, 1, 2], "ablation_seeds": [0], "budget": 150_000, "eval_tasks": 200}
+QUICK = {
+    "methods": ["sft", "mappo", "grpo", "joyagents_grpo"],
+    "seeds": [0],
+    "ablation_seeds": [0],
+    "budget": 2_500,
+    "eval_tasks": 10,
+}
 QUICK_RL = {"tasks_per_step": 2, "group_size": 3, "max_nodes": 2, "max_new_tokens": 48, "max_cycles": 6}
 """``--quick``'s RL options (``--set`` wins): small steps, so that one step does not overshoot the budget much."""
 QUICK_SFT = {"sft_tasks": 80, "base_epochs": 1.0, "adapter_epochs": 0.25}
@@ -175,7 +184,8 @@ def table(summary: dict[str, dict[str, Any]], settings: dict[str, Any]) -> str:
     head = ["method", "seeds", "tokens", "train s", "success", "reward", "accuracy", "format", *domains]
     lines = [
         f"Test split, first {settings['eval_tasks']} tasks, greedy; token budget {settings['budget']:,}; "
-        f"mean ± std over seeds {settings['seeds']}.",
+        f"mean ± std over RL seeds {settings['seeds']} (ablations: {settings['ablation_seeds']}); one SFT team and "
+        "one set of test tasks (data seed 0) for every run.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -230,8 +240,11 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="default: all (quick: the four)")
     parser.add_argument("--seeds", nargs="+", type=int, help="RL seeds (default 0 1 2; quick: 0)")
-    parser.add_argument("--budget", type=int, help="generated tokens per RL run (default 24000; quick: 2500)")
-    parser.add_argument("--eval-tasks", type=int, help="test tasks per evaluation (default 50; quick: 10)")
+    parser.add_argument(
+        "--ablation-seeds", nargs="+", type=int, help=f"RL seeds of the ablations {ABLATIONS} (default 0)"
+    )
+    parser.add_argument("--budget", type=int, help="generated tokens per RL run (default 150000; quick: 2500)")
+    parser.add_argument("--eval-tasks", type=int, help="test tasks per evaluation (default 200; quick: 10)")
     parser.add_argument("--sft-run", help="run directory of `joy-train --trainer sft` (default: the cached tiny one)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="an option of every RL run (JSON value)"
@@ -249,6 +262,7 @@ def main(argv: list[str] | None = None) -> dict:
     settings = {
         "methods": methods,
         "seeds": args.seeds if args.seeds is not None else base["seeds"],
+        "ablation_seeds": args.ablation_seeds if args.ablation_seeds is not None else base["ablation_seeds"],
         "budget": args.budget or base["budget"],
         "eval_tasks": args.eval_tasks or base["eval_tasks"],
         "quick": args.quick,
@@ -270,8 +284,10 @@ def main(argv: list[str] | None = None) -> dict:
     tiny = PRESETS["tiny"]
     limits = {k: common.get(k, tiny[k]) for k in ("max_new_tokens", "max_cycles", "max_prompt_tokens")}
     rows = []
-    for seed in settings["seeds"]:
+    for seed in sorted({*settings["seeds"], *settings["ablation_seeds"]}):
         for method in settings["methods"]:
+            if seed not in (settings["ablation_seeds"] if method in ABLATIONS else settings["seeds"]):
+                continue
             print(f"[baselines] {method} seed {seed}", flush=True)
             run_dir = out / "runs" / f"{method}-s{seed}"
             budget, tasks = settings["budget"], settings["eval_tasks"]
