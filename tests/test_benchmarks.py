@@ -34,7 +34,8 @@ def test_mean_std_and_summary():
     summary = bench.summarize(rows)
     assert summary["a"]["success_rate"] == 0.25 and summary["a"]["generated_tokens"] == 15
     assert summary["a"]["per_domain_success"] == {"qa": 0.25}
-    assert "| a | 2 | 15 |" in bench.table(summary, {"eval_tasks": 2, "budget": 10, "seeds": [0, 1], "ablation_seeds": [0]})
+    settings = {"eval_tasks": 2, "budget": 10, "seeds": [0, 1], "ablation_seeds": [0]}
+    assert "| a | 2 | 15 |" in bench.table(summary, settings)
 
 
 @pytest.mark.slow  # four RL runs through the benchmark script; budgets and resume are tested in test_rl.py
