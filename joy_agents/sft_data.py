@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import joy_env
+from joy_agents.chat import fit_prompt, render_prompt
 from joy_agents.policy import prompt_view
 from joy_env.expert import expert_action
 
@@ -391,19 +392,18 @@ def end_of_turn(tokenizer: Any) -> str:
 def tokenize_example(tokenizer: Any, example: Example, max_length: int | None = None) -> dict[str, list[int]]:
     """``input_ids`` and ``labels`` (prompt masked with -100) of one example.
 
-    The prompt is the chat template with ``add_generation_prompt=True``; the completion (expert text plus
-    the end-of-turn token) is tokenised separately and appended, exactly as generation would produce it.
-    With ``max_length``, the prompt is cut from the left so the completion always fits.
+    The prompt is the chat template with ``add_generation_prompt=True`` (tools listed in the system message when
+    the template ignores them, :func:`joy_agents.chat.render_prompt`); the completion (expert text plus the
+    end-of-turn token) is tokenised separately and appended, exactly as generation would produce it. With
+    ``max_length``, the prompt leaves out its oldest turns, as at rollout time (:func:`joy_agents.chat.fit_prompt`),
+    so the completion always fits.
     """
-    prompt_ids = tokenizer.apply_chat_template(
-        list(example.messages), tools=list(example.tools) or None, add_generation_prompt=True, tokenize=True
-    )
-    if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "keys"):
-        prompt_ids = prompt_ids["input_ids"]
+    messages, tools = list(example.messages), list(example.tools) or None
+    prompt_ids = render_prompt(tokenizer, messages, tools)
     completion_ids = tokenizer(example.completion + end_of_turn(tokenizer), add_special_tokens=False)["input_ids"]
     if max_length is not None and len(prompt_ids) + len(completion_ids) > max_length:
         keep = max(0, max_length - len(completion_ids))
-        prompt_ids = prompt_ids[len(prompt_ids) - keep :] if keep else []
+        prompt_ids = fit_prompt(tokenizer, messages, tools, keep).ids if keep else []
         completion_ids = completion_ids[:max_length]
     return {
         "input_ids": list(prompt_ids) + list(completion_ids),

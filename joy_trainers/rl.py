@@ -272,6 +272,8 @@ def policy_update(
     normalised by global counts and the gradients summed across processes, so every process ends with the
     same parameters. ``optimizer=None`` computes the statistics without stepping. Returns loss statistics.
     """
+    from joy_agents.policy import prompt_batches
+
     rows = [(s, float(a)) for s, a in zip(samples, advantages, strict=True) if len(s.completion_ids)]
     device = team.device
     counts = torch.tensor(
@@ -286,8 +288,9 @@ def policy_update(
     for p in params:
         p.grad = None
     width_all = cfg.max_completion_length
-    for start in range(0, len(rows), cfg.micro_batch_size):
-        chunk = rows[start : start + cfg.micro_batch_size]
+    # micro-batches keep the rows of one prompt (a GRPO group) together: team.logprobs runs a prompt once for
+    # all its completions (TeamConfig.share_prefix); the loss does not depend on how rows are batched
+    for chunk in prompt_batches(rows, cfg.micro_batch_size):
         prompts = [list(s.prompt_ids) for s, _ in chunk]
         completions = [list(s.completion_ids) for s, _ in chunk]
         width = max(len(c) for c in completions)
@@ -484,20 +487,22 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
     """The ``team/`` directory an RL run starts from.
 
     ``sft_run``: a run directory written by the ``sft`` trainer (its ``team/`` is used). Without one and with
-    ``model="tiny"``, the ``sft`` trainer's tiny preset (plus ``sft_overrides``) is run once into the cache
-    (``~/.cache/joyagents/sft-<hash>``) and reused by later runs with the same settings.
+    ``model="tiny"`` (or ``smollm2-135m-instruct``), the ``sft`` trainer's tiny (or smol) preset plus
+    ``sft_overrides`` is run once into the cache (``~/.cache/joyagents/sft-<hash>``) and reused by later runs
+    with the same settings.
     """
     if sft_run:
         team = Path(sft_run) / "team"
         if not (team / "team.json").is_file():
             raise FileNotFoundError(f"{sft_run!r} holds no team/team.json; pass a run directory of the sft trainer")
         return team
-    if model not in ("tiny", "tiny-small"):
+    from joy_trainers.sft import AUTO_SFT_PRESETS, SFTConfig, SFTTrainer
+
+    if model not in AUTO_SFT_PRESETS:
         raise ValueError(
-            f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only the embedded "
-            "tiny models are fine-tuned automatically"
+            f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only these models are "
+            f"fine-tuned automatically: {', '.join(sorted(AUTO_SFT_PRESETS))}"
         )
-    from joy_trainers.sft import SFTConfig, SFTTrainer
 
     run = tiny_sft_dir(model, seed, sft_overrides)
     if (run / "team" / "team.json").is_file():
@@ -507,7 +512,8 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
         # team/team.json is written last: a run interrupted before it is redone from scratch
         if run.exists():
             shutil.rmtree(run)
-        print(f"[rl] no cached SFT team for these settings; running the sft tiny preset into {run}")
+        preset = AUTO_SFT_PRESETS[model]
+        print(f"[rl] no cached SFT team for these settings; running the sft {preset} preset into {run}")
         values = {**tiny_sft_values(model, seed, sft_overrides), "output_dir": str(run)}
         SFTTrainer(SFTConfig.from_dict(values)).train()
     if world()[1] > 1:
@@ -516,10 +522,11 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
 
 
 def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``sft`` options of the automatic tiny SFT run (its tiny preset, ``sft_overrides``, no evaluation)."""
-    from joy_trainers.sft import PRESETS
+    """The ``sft`` options of the automatic SFT run of ``model`` (its preset in ``AUTO_SFT_PRESETS``: ``tiny``
+    for the tiny models, ``smol`` for SmolLM2; then ``sft_overrides``; no evaluation)."""
+    from joy_trainers.sft import AUTO_SFT_PRESETS, PRESETS
 
-    values = {**PRESETS["tiny"], "model": model, "seed": seed, **(sft_overrides or {})}
+    values = {**PRESETS[AUTO_SFT_PRESETS.get(model, "tiny")], "model": model, "seed": seed, **(sft_overrides or {})}
     return {**values, "eval_tasks": 0, "output_dir": None}
 
 
@@ -903,6 +910,7 @@ def step_row(
         "sample_rewards": [r for g in groups for r in g.rewards],
         "selected_roles": [g.role for g in selected],
         "selected_variances": [g.variance for g in selected],
+        "truncated": sum(1 for t in [*trajectories, *continuations] for n in t.nodes if n.prompt_truncated),
     }
     parts = all_gather_objects(local)
 
@@ -931,6 +939,7 @@ def step_row(
         "groups/nonzero_variance": sum(1 for v in cat("variances") if v > 0),
         "groups/selected": len(cat("selected_roles")),
         "groups/selected_variance_mean": mean(cat("selected_variances")),
+        "prompts/truncated": sum(p["truncated"] for p in parts),
     }
     by_domain: dict[str, list[float]] = {}
     for d, r in cat("domains"):
