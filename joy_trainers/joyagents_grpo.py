@@ -34,7 +34,7 @@ from typing import Any
 
 from joy_agents.memory import MemoryConfig
 from joy_trainers import rl
-from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
+from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -91,6 +91,7 @@ TINY_RL = {
 }
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": dict(TINY_RL)}
+PRESETS["smol"] = {**SMOL_RL, "max_nodes": 4}  # SmolLM2-135M-Instruct (joy_trainers.sft.SMOL_RL)
 
 
 class JoyAgentsGRPOTrainer:
