@@ -18,7 +18,9 @@ Figures (measured in this one run):
   samples at each of the first ``--max-nodes`` nodes of ``--node-tasks`` expert trajectories, one generate per
   role, temperature 1.2, ``--max-new-tokens``), tokens per second with ``TeamConfig.share_prefix`` on (each
   node's prompt, and the start all of a role's prompts share, prefilled once) over off (every row prefilled on
-  its own); runs alternate, ``--shared-repeats`` of each, totals compared. ``--shared-only`` measures only this.
+  its own); each repeat runs both settings back to back (alternating which goes first), and the figure is the
+  median over ``--shared-repeats`` repeats of the per-repeat ratio (``..._totals``: over summed times).
+  ``--shared-only`` measures only this.
 * ``adapter_team_memory_ratio``: bytes of every parameter and buffer of the five-role team (one base,
   five LoRA adapters of rank ``--lora-r``; shared storage counted once) over those of one plain model
   (goal <= 1.2); ``adapter_team_memory_ratio_qwen2.5_0.5b``: the same for a Qwen2.5-0.5B-sized model in
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 
 import torch
@@ -185,26 +188,31 @@ def shared_vs_unshared(team, args) -> dict:
 
     by_role = node_prompts(team, args.env, args.node_tasks, args.max_nodes, args.seed)
     sampling = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
-    totals = {True: [0, 0.0], False: [0, 0.0]}
+    runs: dict[bool, list[tuple[int, float]]] = {True: [], False: []}  # (tokens, seconds) per repeat
     for repeat in range(args.shared_repeats):
         for share in (True, False) if repeat % 2 == 0 else (False, True):
             team.config.share_prefix = share
             torch.manual_seed(args.seed + repeat)
-            start = time.perf_counter()
+            tokens, start = 0, time.perf_counter()
             for role, prompts in by_role.items():
                 out = team.generate(role, prompts, sampling, num_samples=args.group_size)
-                totals[share][0] += sum(len(s.completion_ids) for group in out for s in group)
-            totals[share][1] += time.perf_counter() - start
+                tokens += sum(len(s.completion_ids) for group in out for s in group)
+            runs[share].append((tokens, time.perf_counter() - start))
     team.config.share_prefix = True
-    shared_tps, unshared_tps = (totals[k][0] / totals[k][1] for k in (True, False))
+    shared_tps, unshared_tps = (sum(t for t, _ in runs[k]) / sum(s for _, s in runs[k]) for k in (True, False))
+    # each repeat ran both settings back to back: the median of the per-repeat ratios resists load spikes
+    per_repeat = [(ts / ss) / (tu / su) for (ts, ss), (tu, su) in zip(runs[True], runs[False], strict=True)]
     nodes = sum(len(p) for p in by_role.values())
     return {
         "group_size": args.group_size,
         "branched_nodes": nodes,
         "mean_node_prompt_tokens": sum(len(p) for ps in by_role.values() for p in ps) / max(nodes, 1),
+        "max_new_tokens": args.max_new_tokens,
         "shared_tokens_per_s": shared_tps,
         "unshared_tokens_per_s": unshared_tps,
-        "ratio_shared_vs_unshared": shared_tps / unshared_tps,
+        "ratio_shared_vs_unshared": statistics.median(per_repeat),
+        "ratio_shared_vs_unshared_per_repeat": per_repeat,
+        "ratio_shared_vs_unshared_totals": shared_tps / unshared_tps,
     }
 
 
