@@ -90,7 +90,7 @@ def run_one(
         results = json.loads(done.read_text())
     elif METHODS[method] is None:
         from joy_agents.policy import TeamPolicy
-        from joy_trainers.sft import evaluate_team
+        from joy_trainers.evaluation import evaluate_team
 
         team = TeamPolicy.load(str(Path(sft_run) / "team"))
         metrics = evaluate_team(team, "joy/mixed-v0", "test", eval_tasks, seed, **limits)

@@ -46,6 +46,8 @@ import shutil
 import tempfile
 import time
 
+from joy_agents.tiny import default_cache_dir
+
 logger = logging.getLogger(__name__)
 
 SMOLLM2 = "smollm2-135m-instruct"
@@ -130,8 +132,6 @@ def file_hash(path: str | os.PathLike) -> str:
 
 def converted_dir(gguf_path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> pathlib.Path:
     """Where :func:`convert_gguf` puts the conversion of ``gguf_path`` (it may not exist yet)."""
-    from joy_agents.tiny import default_cache_dir
-
     path = pathlib.Path(gguf_path)
     stem = "".join(c if c.isalnum() or c in "-._" else "-" for c in path.stem)[:60]
     root = pathlib.Path(cache_dir) if cache_dir is not None else default_cache_dir()

@@ -89,6 +89,10 @@ from typing import Any
 
 import torch
 
+from joy_agents.chat import FittedPrompt, render_prompt
+from joy_agents.chat import fit_prompt as fit_chat_prompt
+from joy_agents.models import resolve_model_path
+
 __all__ = [
     "PROMPT_STYLES",
     "Sample",
@@ -724,8 +728,6 @@ class TeamPolicy:
             raise TypeError(f"TeamPolicy needs a TeamConfig, got {type(config).__name__}")
         from transformers import AutoModelForCausalLM
 
-        from joy_agents.models import resolve_model_path
-
         self.config = config
         self.adapters_dir = adapters_dir
         self._torch_dtype = getattr(torch, config.dtype)
@@ -800,8 +802,6 @@ class TeamPolicy:
     def _load_tokenizer(path: str) -> Any:
         from transformers import AutoTokenizer
 
-        from joy_agents.models import resolve_model_path
-
         tok = AutoTokenizer.from_pretrained(resolve_model_path(path))
         if tok.pad_token_id is None:
             if tok.eos_token_id is None:
@@ -810,8 +810,6 @@ class TeamPolicy:
         return tok
 
     def _separate_tokenizer(self, path: str) -> Any:
-        from joy_agents.models import resolve_model_path
-
         path = resolve_model_path(path)
         has_files = any(
             os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")
@@ -896,20 +894,16 @@ class TeamPolicy:
         team's ``prompt_style`` (:func:`prompt_view`); ``note`` (e.g. retrieved memories) is appended to the
         system message. A chat template that ignores ``tools`` gets them listed in the system message
         (:func:`joy_agents.chat.render_prompt`)."""
-        from joy_agents.chat import render_prompt
-
         messages, tools = prompt_view(self.config.prompt_style, role, messages, tools)
         return render_prompt(self.tokenizer_for(role), with_system_note(messages, note), tools)
 
     def fit_prompt(
         self, role: str, messages: list[dict], tools: list[dict] | None, max_tokens: int, note: str = ""
-    ) -> Any:
+    ) -> FittedPrompt:
         """:meth:`encode_prompt` cut to ``max_tokens`` by leaving out the oldest turns, never the system message,
         the tools or the request (:func:`joy_agents.chat.fit_prompt`); returns a ``FittedPrompt``."""
-        from joy_agents.chat import fit_prompt
-
         messages, tools = prompt_view(self.config.prompt_style, role, messages, tools)
-        return fit_prompt(self.tokenizer_for(role), with_system_note(messages, note), tools, max_tokens)
+        return fit_chat_prompt(self.tokenizer_for(role), with_system_note(messages, note), tools, max_tokens)
 
     # ------------------------------------------------------------------ ids
     def _eos_ids(self, role: str) -> list[int]:

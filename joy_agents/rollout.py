@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import joy_env
+from joy_agents.memory import render_memories
 from joy_agents.policy import Sample, SamplingConfig
 from joy_env.env import EnvSnapshot
 
@@ -151,8 +152,6 @@ class RolloutEngine:
         reuse = None
         bank = self.memory.get(role)
         if bank is not None and bank.config.enabled:
-            from joy_agents.memory import render_memories
-
             found = bank.retrieve(memory_key(messages), role_turn(messages), self.config.memory_time)
             if found:
                 memory_ids = tuple(e.entry_id for e, _ in found)

@@ -26,6 +26,7 @@ import joy_env
 from joy_agents.chat import fit_prompt, render_prompt
 from joy_agents.policy import prompt_view
 from joy_env.expert import expert_action
+from joy_env.protocol import format_turn, parse_action
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,6 @@ def broken_action(action: str, tools: Sequence[dict[str, Any]], other_tools: Seq
     left out, a runaway (the text cut short and followed by one character repeated until the token cap,
     as greedy decoding does when it falls into a loop), a tool of another role called (``other_tools``), or
     a required argument left out."""
-    from joy_env.protocol import format_turn, parse_action
-
     parsed = parse_action(action)
     kinds = ["unclosed", "runaway"]
     if parsed.calls and other_tools:
@@ -256,8 +255,7 @@ def swap_entities(examples: Sequence[Example], rate: float, seed: int = 0, max_s
     entities it saw most often (they lower its loss just as well), and solves almost no test task; in a
     swapped episode only copying lowers the loss. Tool results of swapped episodes no longer agree with the
     database or with arithmetic; only the expert's turns are labels (except under ``base_loss="all"``).
-    Measured on the tiny SFT preset with ``rate=1.0``: worse, not better (format-valid turns 0.82 against 0.92;
-    the model learned to write random-looking names rather than to copy; see the project README).
+    Its effect on the tiny SFT preset is in ``docs/results.md``.
     """
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"entity_swap rate must be in [0, 1], got {rate!r}")

@@ -73,6 +73,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
+import joy_env
+from joy_env.builtin import ENV_IDS
+from joy_env.expert import expert_action
+
 logger = logging.getLogger(__name__)
 
 BUILD_VERSION = 1
@@ -184,6 +188,22 @@ def default_cache_dir() -> pathlib.Path:
     return pathlib.Path(env).expanduser() if env else pathlib.Path.home() / ".cache" / "joyagents"
 
 
+TINY_BASE_DIR = pathlib.Path(__file__).parent / "assets" / "tiny-base"
+"""Where the package ships the pretrained tiny base (built by ``joy-build-tiny-base``)."""
+
+
+def tiny_base_dir() -> pathlib.Path:
+    """The pretrained tiny base shipped with the package (``model="tiny-base"``): the tiny model after a long
+    training on the environment's expert conversations (:mod:`joy_trainers.tiny_base`). Loads with
+    ``from_pretrained``; read-only."""
+    if not (TINY_BASE_DIR / "build_info.json").is_file():
+        raise FileNotFoundError(
+            f"the pretrained tiny base is missing from {TINY_BASE_DIR}; this installation lacks the package data "
+            "(reinstall joyagents) or build it: joy-build-tiny-base --out DIR, then copy DIR there"
+        )
+    return TINY_BASE_DIR
+
+
 def _check_size(size: str) -> dict[str, int]:
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
@@ -229,8 +249,6 @@ def _spread(n_total: int, n: int) -> list[int]:
 
 def _record_turn(env: Any, sink: list[dict[str, Any]], env_id: str, episode: int) -> str:
     """The expert's action, after appending the turn (what the agent saw and wrote) to ``sink``."""
-    from joy_env.expert import expert_action
-
     agent = env.agent_selection
     info = env.infos[agent]
     completion = expert_action(env)
@@ -261,9 +279,6 @@ def expert_turns(
     ``messages`` (the chat messages the agent saw, system prompt first), ``tools`` (its tool schemas) and
     ``completion`` (the expert's text).
     """
-    import joy_env
-    from joy_env.builtin import ENV_IDS
-
     if not isinstance(tasks_per_env, int) or tasks_per_env < 1:
         raise ValueError(f"tasks_per_env must be an int >= 1, got {tasks_per_env!r}")
     turns: list[dict[str, Any]] = []
@@ -372,8 +387,6 @@ def _train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
 def env_fingerprint() -> str:
     """A digest of the ``joy_env`` package's source: the tokenizer corpus is the env's expert text, so a
     build made before the env changed is stale and is rebuilt (:func:`build_tiny_model`)."""
-    import joy_env
-
     root = pathlib.Path(joy_env.__file__).parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):

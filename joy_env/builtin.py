@@ -4,7 +4,8 @@
 Id                     Tasks
 =====================  ==========================================================================
 ``joy/ecommerce-v0``   shop tasks: search, compare, orders, shipments, carts, coupons, returns
-                       (:mod:`joy_env.domains.ecommerce`)
+                       (:mod:`joy_env.domains.ecommerce`); ``source="tau2"`` serves tau2-bench's retail
+                       tasks with tau2's tools and database (:mod:`joy_env.domains.tau2_retail`)
 ``joy/general-v0``     general tool calls: weather, units, currencies, dates, time zones, stocks,
                        flights, dictionary (:mod:`joy_env.domains.general`); ``source="bfcl"`` loads
                        BFCL v4 files (:mod:`joy_env.domains.bfcl`)
@@ -34,6 +35,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from joy_env.core import Domain, TaskSource
 from joy_env.registry import EnvSpec, list_envs, register_env_loader
@@ -49,10 +51,28 @@ def domains() -> tuple[Domain, ...]:
     return (qa.domain(), ecommerce.domain(), general.domain(), math.domain())
 
 
-def _ecommerce_tasks(seed: int, dbs: Mapping[str, sqlite3.Connection]) -> TaskSource:
+def _ecommerce_tasks(
+    seed: int, dbs: Mapping[str, sqlite3.Connection], source: str = "generated", path: str | None = None
+) -> TaskSource:
     from joy_env.domains import ecommerce
 
+    if source != "generated":
+        raise ValueError(f"joy/ecommerce-v0: source must be 'generated' or 'tau2', got {source!r}")
+    if path is not None:
+        raise ValueError("path only applies to source='tau2'")
     return ecommerce.task_source(seed, dbs["ecommerce"])
+
+
+# -- source="tau2": tau2-bench retail replaces the ecommerce domain (joy_env/domains/tau2_retail.py) --
+def _ecommerce_variant(kwargs: Mapping[str, Any]) -> EnvSpec | None:
+    if kwargs.get("source") != "tau2":
+        return None
+    from joy_env.domains import tau2_retail
+
+    return tau2_retail.env_spec(kwargs.get("path"))
+
+
+# -- end of source="tau2" --
 
 
 def _general_tasks(
@@ -115,7 +135,14 @@ def specs() -> dict[str, EnvSpec]:
     """``{env_id: EnvSpec}`` of the built-in ids (built on first use, not at import)."""
     doms = domains()
     return {
-        "joy/ecommerce-v0": EnvSpec("joy/ecommerce-v0", doms, _ecommerce_tasks, (), "shop tasks"),
+        "joy/ecommerce-v0": EnvSpec(
+            "joy/ecommerce-v0",
+            doms,
+            _ecommerce_tasks,
+            ("source", "path"),
+            "shop tasks / tau2-bench retail",
+            variant=_ecommerce_variant,
+        ),
         "joy/general-v0": EnvSpec(
             "joy/general-v0",
             doms,

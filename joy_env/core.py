@@ -35,10 +35,10 @@ def check_seed(seed: Any, what: str = "seed") -> int:
     return int(seed)
 
 
-def check_split(split: Any) -> None:
-    """Raise ``ValueError`` unless ``split`` is one of :data:`SPLITS`."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+def check_split(split: Any, splits: tuple[str, ...] = SPLITS) -> None:
+    """Raise ``ValueError`` unless ``split`` is one of ``splits`` (default :data:`SPLITS`)."""
+    if split not in splits:
+        raise ValueError(f"unknown split {split!r}; expected one of {splits}")
 
 
 def check_index(split: str, index: Any, size: int) -> int:
@@ -139,9 +139,11 @@ class Task:
         answer: the master's gold final answer.
         answer_type: how the master's final answer is scored (see :func:`joy_env.rewards.score_answer`):
             ``math`` numeric equality, ``qa`` normalised EM / token F1, ``facts`` every string in
-            ``facts`` must appear in the answer, ``none`` the answer is not scored.
+            ``facts`` must appear in the answer, ``none`` the answer is not scored; ``communicate``
+            (tau2-bench tasks): R_A is the database check times tau2's communicate check of ``facts``
+            (:func:`joy_env.rewards.score_communicate`), with no route or call check.
         route: the gold sub-agent invocations, in order.
-        facts: for ``answer_type="facts"``: strings the final answer must contain.
+        facts: for ``answer_type="facts"`` or ``"communicate"``: strings the final answer must contain.
         template: name of the generator template (for analysis and split design).
         tools: per-task function schemas for an agent (``{agent: (schema, ...)}``) that replace that
             agent's own tools in this task; they have no implementation: the env records each call and
@@ -187,16 +189,19 @@ class TaskSource(Protocol):
 class TaskSourceBase(ABC):
     """A :class:`TaskSource` whose ``size`` and ``task`` check their arguments.
 
-    A subclass sets ``sizes`` (``{split: number of tasks}`` for every split of :data:`SPLITS`) and implements
-    :meth:`build_task`. ``task`` raises ``ValueError`` for an unknown split or an index out of range, so
-    ``build_task`` only ever sees a valid split and an ``int`` index in range.
+    A subclass sets ``sizes`` (``{split: number of tasks}`` for every split of ``splits``) and implements
+    :meth:`build_task`. ``splits`` is :data:`SPLITS` unless the subclass names its own (a source with other
+    split names, e.g. tau2-bench's ``train``/``test``/``all``, sets it, and its :class:`EnvSpec` names the same
+    ones). ``task`` raises ``ValueError`` for an unknown split or an index out of range, so ``build_task``
+    only ever sees a valid split and an ``int`` index in range.
     """
 
     sizes: Mapping[str, int]
+    splits: tuple[str, ...] = SPLITS
 
     def size(self, split: str) -> int:
         """Number of tasks of ``split``."""
-        check_split(split)
+        check_split(split, self.splits)
         return self.sizes[split]
 
     def task(self, split: str, index: int) -> Task:

@@ -58,8 +58,9 @@ Arguments (``joy_env.make``)
 ----------------------------
 ``split`` (train | validation | test; disjoint entities), ``seed`` (data seed), ``max_cycles``
 (agent turns per episode, default 30), ``reward_config``, ``render_mode`` (None | human | ansi), and
-per env id: ``source``/``path``/``categories`` (GSM8K and BFCL loaders). ``reset(seed=..., options=...)``
-samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "math/test/3"}`` picks one.
+per env id: ``source``/``path``/``categories`` (GSM8K, BFCL and tau2-bench loaders). ``reset(seed=...,
+options=...)`` samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "math/test/3"}``
+(``"tau2/retail/3"`` for ``source="tau2"``) picks one.
 
 Seeds
 -----
@@ -106,7 +107,7 @@ from joy_env import database
 from joy_env.core import Task, Tool, ToolContext, ToolError, check_seed
 from joy_env.protocol import MAX_ACTION_CHARS, clip, parse_action, to_printable
 from joy_env.registry import World
-from joy_env.rewards import RewardConfig, score_answer, score_calls, score_facts
+from joy_env.rewards import RewardConfig, score_answer, score_calls, score_communicate, score_facts
 from joy_env.schema import validate
 
 TEXT_MAX = 16_384
@@ -477,8 +478,10 @@ class JoyEnv(AECEnv):
         return other
 
     def transcript(self) -> list[tuple[str, dict[str, Any]]]:
-        """Every message of the episode in order, as ``(agent, message)``: the global state a
-        centralised critic reads."""
+        """Every message of the episode in order, as ``(agent, message)``: each conversation's request,
+        every agent's turns and every tool or sub-agent result (``joy-demo`` prints it). ``mappo``'s critic
+        does not read it: its global state is the request and the agents' own turns
+        (:func:`joy_trainers.mappo.global_states`)."""
         return list(self._ep.log) if self._ep else []
 
     @property
@@ -502,12 +505,16 @@ class JoyEnv(AECEnv):
             return task, -1
         if "task_id" in options:
             tid = str(options["task_id"])
-            parts = tid.rsplit("/", 2)
-            if len(parts) != 3 or parts[1] != self.split or not parts[2].isdigit():
-                raise ValueError(
-                    f"task_id {tid!r} is not of this env's split; expected '<domain>/{self.split}/<index>'"
-                )
-            index = int(parts[2])
+            index_of = getattr(self.world.tasks, "index_of", None)  # sources with their own ids (tau2)
+            if index_of is not None:
+                index = index_of(self.split, tid)
+            else:
+                parts = tid.rsplit("/", 2)
+                if len(parts) != 3 or parts[1] != self.split or not parts[2].isdigit():
+                    raise ValueError(
+                        f"task_id {tid!r} is not of this env's split; expected '<domain>/{self.split}/<index>'"
+                    )
+                index = int(parts[2])
         elif "task_index" in options:
             index = options["task_index"]
         else:
@@ -757,6 +764,9 @@ class JoyEnv(AECEnv):
 
     def _accuracy(self) -> dict[str, float]:
         ep, task = self._ep, self._ep.task
+        if task.answer_type == "communicate":  # tau2-bench's rule: database and communicate checks only
+            said = score_communicate(ep.final_answer, task.facts) if ep.final_answer is not None else 0.0
+            return {"db": float(self._db_matches()), "communicate": said}
         checks: dict[str, float] = {}
         checks["route"] = float(all(s.agent in ep.called for s in task.route))
         call_score = 1.0

@@ -37,6 +37,10 @@ class EnvSpec:
         tasks: task-source factory, called as ``tasks(seed, dbs, **source_kwargs)``.
         source_kwargs: extra keyword arguments of ``make`` forwarded to ``tasks`` (e.g. ``path``).
         description: one line for :func:`list_envs`.
+        splits: the split names ``make`` accepts for this spec.
+        variant: ``variant(kwargs) -> EnvSpec | None``, called by ``make`` with its keyword arguments before
+            anything else: it returns the spec to build instead (another database and tools, e.g. the
+            ``source="tau2"`` data of ``joy/ecommerce-v0``) or ``None`` to build this one.
     """
 
     env_id: str
@@ -44,6 +48,8 @@ class EnvSpec:
     tasks: TaskFactory
     source_kwargs: tuple[str, ...] = ()
     description: str = ""
+    splits: tuple[str, ...] = SPLITS
+    variant: Callable[[Mapping[str, Any]], EnvSpec | None] | None = None
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -187,7 +193,8 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
 
     Args:
         env_id: one of :func:`list_envs` (default ``"joy/mixed-v0"``).
-        split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``).
+        split: ``"train"`` | ``"validation"`` | ``"test"`` (default ``"train"``; a spec may name others, e.g.
+            ``"all"`` for ``source="tau2"``).
         seed: data seed (database, knowledge base, tasks), an int >= 0; default 0. Seeds of ``2**63`` or
             more are reduced modulo ``2**63`` (``seed=2**63 + 5`` builds the world of ``seed=5``); a
             negative seed is a ``ValueError``. Episodes are sampled with the seed passed to ``reset``.
@@ -195,7 +202,8 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
         reward_config: a :class:`joy_env.rewards.RewardConfig`.
         render_mode: ``None``, ``"human"`` (print) or ``"ansi"`` (return text).
         **source_kwargs: options of the env id's task source, e.g. ``source="gsm8k", path=FILE`` for
-            ``joy/math-v0`` or ``source="bfcl", path=DIR, categories=[...]`` for ``joy/general-v0``.
+            ``joy/math-v0``, ``source="bfcl", path=DIR, categories=[...]`` for ``joy/general-v0`` or
+            ``source="tau2", path=None`` for ``joy/ecommerce-v0``.
 
     Returns:
         A :class:`joy_env.env.JoyEnv` (a PettingZoo ``AECEnv``).
@@ -203,13 +211,15 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
     from joy_env.env import JoyEnv
 
     spec = get_spec(env_id)
+    if spec.variant is not None:
+        spec = spec.variant(dict(kwargs)) or spec
     valid = (*COMMON_KWARGS, *spec.source_kwargs)
     unknown = [k for k in kwargs if k not in valid]
     if unknown:
         raise TypeError(f"make({env_id!r}) got unknown argument(s) {unknown}; valid arguments: {', '.join(valid)}")
     split = kwargs.pop("split", "train")
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split not in spec.splits:
+        raise ValueError(f"split must be one of {spec.splits}, got {split!r}")
     seed = check_seed(kwargs.pop("seed", 0)) % SEED_MODULUS
     max_cycles = kwargs.pop("max_cycles", 30)
     if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:

@@ -7,6 +7,8 @@ Term           Meaning
                route (every gold sub-agent was called), required tool calls of each sub-agent
                (:func:`score_calls`), final database equal to the gold one, and the master's final
                answer (:func:`score_answer`). An episode that ends without a final answer has R_A = 0.
+               tau2-bench tasks (answer type ``communicate``) have tau2's two checks instead: the
+               database and :func:`score_communicate`.
 ``R_F``        format, ``format_weight`` times the share of agent turns that were well formed
                (parseable action, known tool, arguments valid against the tool's schema).
 ``R_E``        efficiency cost: ``turn_cost`` per agent turn and ``call_cost`` per tool call beyond the
@@ -42,6 +44,7 @@ __all__ = [
     "score_answer",
     "score_calls",
     "score_facts",
+    "score_communicate",
     "extract_number",
     "normalize_answer",
     "token_f1",
@@ -177,6 +180,18 @@ def score_facts(prediction: str, facts: Sequence[str]) -> float:
         if f and _bounded(pred, f):
             found += 1
     return found / len(facts)
+
+
+def score_communicate(prediction: str, infos: Sequence[str]) -> float:
+    """tau2-bench's communicate check: 1.0 if every string of ``infos`` occurs in ``prediction``, else 0.0.
+
+    tau2's rule exactly: case-insensitive substring search in the prediction with its commas removed
+    (``"1,093.34"`` contains ``"1093.34"``; an info that holds a comma never matches).
+    """
+    if not isinstance(prediction, str):
+        return 0.0
+    said = prediction.lower().replace(",", "")
+    return float(all(str(info).lower() in said for info in infos))
 
 
 def score_answer(prediction: str, gold: str, domain: str) -> float:

@@ -8,11 +8,13 @@ A trainer is one class that satisfies :class:`Trainer`: a ``name``, a ``config_c
     [project.entry-points.joy_trainers]
     reinforce = "joy_reinforce:ReinforceTrainer"
 
-and run them with ``joy-train --trainer reinforce`` (see ``examples/custom_trainer/``).
+and run them with ``joy-train --trainer reinforce`` (see ``examples/custom_trainer/``). An RL trainer
+subclasses :class:`joy_trainers.rl.RLTrainer`, which provides all of this but its ``step``.
 """
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 TRAINERS: dict[str, str] = {
@@ -42,8 +44,6 @@ def available_trainers() -> dict[str, str]:
 
     A plugin cannot replace a built-in name.
     """
-    from importlib.metadata import entry_points
-
     found = dict(TRAINERS)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep.value)

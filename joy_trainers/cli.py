@@ -4,6 +4,7 @@
     joy-train --trainer sft --config examples/configs/sft_qwen2.5-3b.yaml --output-dir runs/qwen
     joy-train --trainer sft --preset tiny --set eval_tasks=50 --set seed=1
     joy-eval runs/sft-20261202-101500 --split test --tasks 200
+    joy-train --trainer joyagents_grpo --list-options     # every option with its default and documentation
 
 A run directory (default ``runs/<trainer>-<timestamp>``) receives ``results.json``, ``results.md``,
 ``training.png``, ``logs.json`` and the trained team (``team/``).
@@ -19,7 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from joy_agents.memory import MemoryBank
+from joy_agents.policy import TeamPolicy
 from joy_trainers import available_trainers
+from joy_trainers.evaluation import eval_limits, evaluate_team
+from joy_trainers.options import options_text
 
 
 def load_trainer(name: str) -> type:
@@ -63,8 +70,6 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
             raise SystemExit(f"unknown preset {preset!r} for {trainer.name}; presets: {', '.join(presets) or 'none'}")
         values.update(presets[preset])
     if config_file:
-        import yaml
-
         with open(config_file) as f:
             loaded = yaml.safe_load(f) or {}
         if not isinstance(loaded, dict):
@@ -82,6 +87,9 @@ def train_main(argv: list[str] | None = None) -> None:
         prog="joy-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trainer", required=True, help="a trainer name, e.g. sft, grpo, joyagents_grpo")
+    parser.add_argument(
+        "--list-options", action="store_true", help="print every option of the trainer with its default and exit"
+    )
     parser.add_argument("--preset", help="named configuration, e.g. tiny")
     parser.add_argument("--config", help="YAML file of configuration values")
     parser.add_argument("--output-dir", help="run directory (default runs/<trainer>-<timestamp>)")
@@ -90,6 +98,11 @@ def train_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
     args = parser.parse_args(argv)
     trainer_cls = load_trainer(args.trainer)
+    if args.list_options:
+        print(f"options of {args.trainer} ({trainer_cls.config_class.__name__}); set them with --set NAME=VALUE,")
+        print(f"a YAML --config file or a --preset ({', '.join(getattr(trainer_cls, 'presets', {})) or 'none'}):\n")
+        print(options_text(trainer_cls.config_class), end="")
+        return
     overrides = list(args.set)
     if args.resume:
         if "resume" not in {f.name for f in dataclasses.fields(trainer_cls.config_class)}:
@@ -121,9 +134,6 @@ def eval_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default: as in the run)")
     parser.add_argument("--env", default=None, help="env id (default: the run's)")
     args = parser.parse_args(argv)
-    from joy_agents.policy import TeamPolicy
-    from joy_trainers.sft import evaluate_team
-
     run = Path(args.run_dir)
     if not (run / "team").is_dir():
         raise SystemExit(f"{run} has no team/ directory; pass a run directory written by joy-train")
@@ -131,18 +141,22 @@ def eval_main(argv: list[str] | None = None) -> None:
     cfg = saved.get("config", {})
     env_id = args.env or saved.get("env_id", "joy/mixed-v0")
     tasks = args.tasks or cfg.get("eval_tasks") or 200
+    limits = eval_limits(cfg)  # the view the team was trained and evaluated on
     team = TeamPolicy.load(str(run / "team"))
-    if "max_prompt_tokens" in cfg:  # an RL run
-        limits = (cfg.get("max_new_tokens", 128), cfg.get("max_cycles", 16), cfg["max_prompt_tokens"])
-    else:  # an sft run: prompts were cut to max_length - eval_max_new_tokens
-        new = cfg.get("eval_max_new_tokens", 160)
-        limits = (new, cfg.get("eval_max_cycles", 16), max(16, cfg.get("max_length", 3168) - new))
     memory = None
     if (run / "memory").is_dir():
-        from joy_agents.memory import MemoryBank
-
         memory = {p.stem: MemoryBank.from_dict(json.loads(p.read_text())) for p in (run / "memory").glob("*.json")}
-    metrics = evaluate_team(team, env_id, args.split, tasks, cfg.get("seed", 0), *limits, memory=memory)
+    metrics = evaluate_team(
+        team,
+        env_id,
+        args.split,
+        tasks,
+        cfg.get("seed", 0),
+        limits.max_new_tokens,
+        limits.max_cycles,
+        limits.max_prompt_tokens,
+        memory=memory,
+    )
     out = run / f"eval-{args.split}.json"
     out.write_text(json.dumps({"env_id": env_id, "split": args.split, "metrics": metrics}, indent=2))
     print(json.dumps(metrics, indent=2))

@@ -11,7 +11,7 @@ One training step, top to bottom (:meth:`GRPOTrainer.step`):
 
 No node-wise branching, no top-K selection, no memory: the comparison point for ``joyagents_grpo``.
 Options, checkpoints (``--resume``), metrics, evaluation and the run directory are those of
-:class:`joy_trainers.rl.RLConfig` and :mod:`joy_trainers.rl`.
+:class:`joy_trainers.rl.RLConfig` and :mod:`joy_trainers.rl` (``docs/trainers/grpo.md``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class GRPOConfig(rl.RLConfig):
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": "tiny",
+        "model": "tiny-base",
         "iterations": 2,
         "steps_per_iteration": 6,
         "tasks_per_step": 6,
@@ -46,32 +46,19 @@ PRESETS: dict[str, dict[str, Any]] = {
 PRESETS["smol"] = dict(SMOL_RL)  # SmolLM2-135M-Instruct (joy_trainers.sft.SMOL_RL)
 
 
-class GRPOTrainer:
+class GRPOTrainer(rl.RLTrainer):
     """Runs ``grpo`` (see the module documentation)."""
 
     name = "grpo"
     config_class = GRPOConfig
     presets = PRESETS
 
-    def __init__(self, config: GRPOConfig) -> None:
-        self.config = config
-        self.run = rl.RunDir(config.output_dir, self.name)
-
-    def train(self) -> dict[str, Any]:
+    def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
-        state = rl.setup(self.run, cfg, None)
-        rl.run_steps(self.run, state, self.step)
-        return rl.finish(self.run, state, self.name)
-
-    def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
-        """One training step; returns its metrics row."""
-        cfg = self.config
-        timer = rl.Timer()
-        tasks = rl.shard(state.batch_tasks(step, cfg.tasks_per_step))
         with timer("rollout"):
             groups, trajectories, _ = rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)
         with timer("scoring"):
             selected = rl.select_global(groups, "all")
         with timer("update"):
             stats = rl.update_selected(state, selected, cfg)
-        return rl.step_row(step, cfg, groups, selected, trajectories, [], stats, {}, timer, state)
+        return rl.StepOutput(trajectories=trajectories, groups=groups, update_stats=stats, timer=timer)

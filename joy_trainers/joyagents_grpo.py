@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from joy_agents.memory import MemoryConfig
+from joy_agents.policy import SamplingConfig
+from joy_agents.rollout import Branch
 from joy_trainers import rl
 from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
@@ -76,7 +78,7 @@ class JoyAgentsGRPOConfig(rl.RLConfig):
 
 
 TINY_RL = {
-    "model": "tiny",
+    "model": "tiny-base",
     "iterations": 2,
     "steps_per_iteration": 6,
     "tasks_per_step": 6,
@@ -94,18 +96,13 @@ PRESETS: dict[str, dict[str, Any]] = {"tiny": dict(TINY_RL)}
 PRESETS["smol"] = {**SMOL_RL, "max_nodes": 4}  # SmolLM2-135M-Instruct (joy_trainers.sft.SMOL_RL)
 
 
-class JoyAgentsGRPOTrainer:
+class JoyAgentsGRPOTrainer(rl.RLTrainer):
     """Runs ``joyagents_grpo`` (see the module documentation)."""
 
     name = "joyagents_grpo"
     config_class = JoyAgentsGRPOConfig
     presets = PRESETS
 
-    def __init__(self, config: JoyAgentsGRPOConfig) -> None:
-        self.config = config
-        self.run = rl.RunDir(config.output_dir, self.name)
-
-    # ---------------------------------------------------------------------------------------- the loop
     def memory_config(self) -> MemoryConfig | None:
         cfg = self.config
         if not cfg.memory:
@@ -118,17 +115,8 @@ class JoyAgentsGRPOTrainer:
             embedder=cfg.memory_embedder,
         )
 
-    def train(self) -> dict[str, Any]:
+    def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
-        state = rl.setup(self.run, cfg, self.memory_config())
-        rl.run_steps(self.run, state, self.step)
-        return rl.finish(self.run, state, self.name)
-
-    def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
-        """One training step; returns its metrics row."""
-        cfg = self.config
-        timer = rl.Timer()
-        tasks = rl.shard(state.batch_tasks(step, cfg.tasks_per_step))
         state.engine.config.memory_time = step
         with timer("rollout"):
             if cfg.sampling == "node":
@@ -143,8 +131,14 @@ class JoyAgentsGRPOTrainer:
             update_stats = rl.update_selected(state, selected, cfg)
         with timer("memory"):
             memory_stats = rl.evolve_memory(state, groups, step) if cfg.memory else {}
-        return rl.step_row(
-            step, cfg, groups, selected, initial, continuations, update_stats, memory_stats, timer, state
+        return rl.StepOutput(
+            trajectories=initial,
+            groups=groups,
+            selected=selected,
+            continuations=continuations,
+            update_stats=update_stats,
+            memory_stats=memory_stats,
+            timer=timer,
         )
 
     # ------------------------------------------------------------------------------ node-wise sampling
@@ -153,9 +147,6 @@ class JoyAgentsGRPOTrainer:
 
         Returns ``(groups, initial trajectories, finished branches)``; ``len(finished)`` is
         ``group_size * (branched nodes)``: linear in the number of nodes."""
-        from joy_agents.policy import SamplingConfig
-        from joy_agents.rollout import Branch
-
         cfg = self.config
         engine = state.engine
         initial = engine.run(tasks, state.sampling(cfg.initial_temperature)) if tasks else []

@@ -18,13 +18,14 @@ One training step, top to bottom (:meth:`MAPPOTrainer.step`):
    (:func:`joy_trainers.losses.value_loss`) for the critic.
 
 Same rollout engine, reward module, checkpoints, metrics, evaluation and CLI as the GRPO trainers
-(:mod:`joy_trainers.rl`); each checkpoint also holds ``critic.pt`` (value head, its optimiser and the return
+(:mod:`joy_trainers.rl`); each checkpoint also holds the critic (value head, its optimiser and the return
 statistics).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -62,7 +63,7 @@ class MAPPOConfig(rl.RLConfig):
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": "tiny",
+        "model": "tiny-base",
         "iterations": 1,
         "steps_per_iteration": 12,
         "tasks_per_step": 6,
@@ -136,44 +137,38 @@ class Critic(torch.nn.Module):
         return self.head(features).squeeze(-1)  # (B,) normalised values
 
 
-class MAPPOTrainer:
+class MAPPOTrainer(rl.RLTrainer):
     """Runs ``mappo`` (see the module documentation)."""
 
     name = "mappo"
     config_class = MAPPOConfig
     presets = PRESETS
+    refresh_reference = False  # no KL term: the update uses beta = 0
 
     def __init__(self, config: MAPPOConfig) -> None:
-        self.config = config
-        self.run = rl.RunDir(config.output_dir, self.name)
+        super().__init__(config)
         self.value_mean, self.value_var, self.value_count = 0.0, 1.0, 1e-4
 
-    def train(self) -> dict[str, Any]:
-        cfg = self.config
-        state = rl.setup(self.run, cfg, None)
+    def init_state(self, state: rl.RunState) -> None:
+        """The critic on the team's shared base, and its optimiser."""
         if not state.team.config.use_lora:
             raise ValueError("mappo's critic reads the shared base with adapters off; use a LoRA team")
-        self.critic = Critic(state.team, cfg.critic_max_tokens)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        latest = rl.latest_checkpoint(self.run.checkpoints) if cfg.resume and state.step else None
-        if latest is not None and (latest / "critic.pt").is_file():
-            saved = torch.load(latest / "critic.pt", weights_only=False)
-            self.critic.head.load_state_dict(saved["head"])
-            self.critic_opt.load_state_dict(saved["optimizer"])
-            self.value_mean, self.value_var, self.value_count = saved["returns"]
-        rl.run_steps(self.run, state, self.step, refresh_reference=False, after_checkpoint=self._save_critic)
-        return rl.finish(self.run, state, self.name)
+        self.critic = Critic(state.team, self.config.critic_max_tokens)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.config.critic_lr)
 
-    def _save_critic(self) -> None:
-        """``critic.pt`` in the latest checkpoint (written to a temporary name, then renamed)."""
-        latest = rl.latest_checkpoint(self.run.checkpoints)
-        if latest is None or rl.world()[0] != 0:
-            return
-        tmp = latest / ".critic.pt.tmp"
+    def save_extra(self, directory: Path) -> None:
+        """``critic.pt``: the value head, its optimiser and the running return statistics."""
         returns = (self.value_mean, self.value_var, self.value_count)
-        torch.save({"head": self.critic.head.state_dict(), "optimizer": self.critic_opt.state_dict(),
-                    "returns": returns}, tmp)
-        tmp.replace(latest / "critic.pt")
+        state = {"head": self.critic.head.state_dict(), "optimizer": self.critic_opt.state_dict(), "returns": returns}
+        torch.save(state, directory / "critic.pt")
+
+    def load_extra(self, directory: Path) -> None:
+        if not (directory / "critic.pt").is_file():
+            return
+        saved = torch.load(directory / "critic.pt", weights_only=False)
+        self.critic.head.load_state_dict(saved["head"])
+        self.critic_opt.load_state_dict(saved["optimizer"])
+        self.value_mean, self.value_var, self.value_count = saved["returns"]
 
     def _normalise(self, returns: list[float]) -> None:
         """Update the running mean / variance of the returns (parallel-variance formula)."""
@@ -187,11 +182,8 @@ class MAPPOTrainer:
         self.value_var = (self.value_var * self.value_count + var * n + delta**2 * self.value_count * n / total) / total
         self.value_count = total
 
-    def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
-        """One training step; returns its metrics row."""
+    def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
-        timer = rl.Timer()
-        tasks = rl.shard(state.batch_tasks(step, cfg.tasks_per_step))
         with timer("rollout"):
             groups, trajectories, _ = rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)
         with timer("scoring"):
@@ -233,8 +225,9 @@ class MAPPOTrainer:
                         p.grad /= rl.world()[1]
                     self.critic_opt.step()
                     v_losses.append(loss.item())
-        row = rl.step_row(step, cfg, groups, [], trajectories, [], stats, {}, timer, state)
-        row["losses/value_loss"] = sum(v_losses) / len(v_losses) if v_losses else 0.0
-        row["charts/value_mean"] = self.value_mean
-        row["charts/advantage_abs_mean"] = float(torch.tensor(advantages).abs().mean()) if advantages else 0.0
-        return row
+        metrics = {
+            "losses/value_loss": sum(v_losses) / len(v_losses) if v_losses else 0.0,
+            "charts/value_mean": self.value_mean,
+            "charts/advantage_abs_mean": float(torch.tensor(advantages).abs().mean()) if advantages else 0.0,
+        }
+        return rl.StepOutput(trajectories=trajectories, groups=groups, update_stats=stats, timer=timer, metrics=metrics)

@@ -2,8 +2,9 @@
 
 The first stage of the JoyAgents-R1 pipeline. Reads top to bottom:
 
-1. the base model: the embedded tiny model (``model="tiny"``, built offline and cached) or any Hugging
-   Face name or local path;
+1. the base model: the pretrained tiny base shipped with the package (``model="tiny-base"``, see
+   :mod:`joy_trainers.tiny_base`), the untrained embedded tiny model (``"tiny"``, built offline and cached)
+   or any Hugging Face name or local path;
 2. expert examples per role from the SFT part of the train split (:mod:`joy_agents.sft_data`);
 3. optional full fine-tuning of the shared base on all roles' examples (``base_epochs``): a randomly
    initialised tiny model must first learn the language of the environment; a pretrained model skips it;
@@ -18,16 +19,28 @@ Paper settings for Qwen2.5-3B: lr 5e-6, 5 epochs (see ``examples/configs/sft_qwe
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import math
 import os
+import random
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+
 import joy_env
+from joy_agents.models import resolve_model_path
+from joy_agents.policy import TeamConfig, TeamPolicy
+from joy_agents.sft_data import build_sft_examples, conversation_rows, language_model_windows, tokenize_example
+from joy_agents.tiny import build_tiny_model, tiny_base_dir
+from joy_trainers.evaluation import eval_limits, evaluate_team
+from joy_trainers.rundir import results_table as results_table  # re-exported: it lived here before
+from joy_trainers.rundir import write_results
 
 LOSSES = ("completion", "conversation", "all")
 """Row kinds of the SFT stages (see ``SFTConfig.base_loss``)."""
@@ -37,8 +50,9 @@ LOSSES = ("completion", "conversation", "all")
 class SFTConfig:
     """Configuration of the ``sft`` trainer (one line per field)."""
 
-    model: str = "tiny"
-    """Base model: ``"tiny"`` (embedded, built offline), ``"tiny-small"``, or a HF name / local path."""
+    model: str = "tiny-base"
+    """Base model: ``"tiny-base"`` (the pretrained tiny base shipped with the package), ``"tiny"`` (embedded,
+    untrained, built offline), ``"tiny-small"``, or a HF name / local path."""
     env_id: str = "joy/mixed-v0"
     """Environment whose expert trajectories are the data."""
     seed: int = 0
@@ -53,8 +67,8 @@ class SFTConfig:
     entity_swap: float = 0.0
     """Share of the SFT episodes whose rare entities (names, codes, ids, numbers the expert wrote) are replaced
     by fresh random ones throughout the episode, so copying from the request and the tool results is the only
-    way to predict them (:func:`joy_agents.sft_data.swap_entities`). On the tiny preset 1.0 made things worse
-    (format 0.82 against 0.92; the model wrote random-looking names instead of copying them), so it is off."""
+    way to predict them (:func:`joy_agents.sft_data.swap_entities`). Off by default (its effect on the tiny
+    preset: ``docs/results.md``)."""
     domain_weights: dict[str, float] = field(default_factory=dict)
     """Reweighting of the SFT tasks' domains against the env's own mix, e.g. ``{"general": 2.0, "math": 0.5}``
     (unlisted domains: 1; the number of tasks stays ``sft_tasks``)."""
@@ -63,9 +77,8 @@ class SFTConfig:
     base_loss: str = "completion"
     """Rows and loss of the base stage: ``completion`` (one row per expert turn, its completion supervised),
     ``conversation`` (the same labels with one row per role's conversation, every expert turn of it
-    supervised: about half the tokens, so twice the steps per second of data) or ``all`` (every token of each
-    role's whole conversation, in ``max_length`` windows: pretraining on the environment's language; every
-    token is supervised instead of ~9%)."""
+    supervised: fewer tokens for the same labels) or ``all`` (every token of each role's whole conversation,
+    in ``max_length`` windows: a language model of the environment's text)."""
     base_lr: float = 2e-3
     """Learning rate of the base stage."""
     adapter_epochs: float = 1.0
@@ -112,13 +125,12 @@ class SFTConfig:
     """``float32`` on CPUs, ``bfloat16`` on recent GPUs; ``auto``: ``bfloat16`` when a CUDA GPU with bf16 is
     present, else ``float32``."""
     activation_checkpointing: bool = True
-    """Recompute activations in the backward pass (TRL's default): less memory, about a third more compute."""
+    """Recompute activations in the backward pass (TRL's default): less memory, more compute."""
     shared_prefix: bool = True
     """In the adapter stage, batch a role's rows that start with the same tokens (its system prompt and tools)
     together and run those tokens once per batch (:func:`collate_shared_prefix`): the same loss and gradients
     in less compute. Used only without activation checkpointing, in one process, with a plain output head.
-    The base stage keeps batches that mix roles: grouped by prefix they would hold one role each, and such
-    batches trained the tiny base markedly worse (format validity 0.67 against 0.88)."""
+    The base stage keeps batches that mix roles: grouped by prefix, each of its batches would hold one role."""
     output_dir: str | None = None
     """Run directory; default ``runs/sft-<timestamp>``."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -168,11 +180,14 @@ class SFTConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": "tiny",
+        # the pretrained tiny base (joy_trainers.tiny_base) in compact prompts: a short full fine-tuning on the
+        # preset's expert episodes, then one LoRA adapter per role
+        "model": "tiny-base",
+        "prompt_style": "compact",
         "sft_tasks": 1600,
-        "base_epochs": 2.0,
+        "base_epochs": 1.0,
         "base_loss": "conversation",
-        "base_lr": 3e-3,
+        "base_lr": 1e-3,
         "adapter_epochs": 0.5,
         "role_adapter_epochs": {"general": 2.5, "ecommerce": 1.5},
         "adapter_lr": 2e-3,
@@ -181,10 +196,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lora_alpha": 8,
         "batch_size": 8,
         "max_length": 512,
-        "eval_tasks": 100,
+        "eval_tasks": 300,
         "eval_max_new_tokens": 96,
         "eval_max_cycles": 12,
-        "baseline_tasks": 10,
+        "baseline_tasks": 300,
         "activation_checkpointing": False,
     }
 }
@@ -229,7 +244,7 @@ SMOL_RL: dict[str, Any] = {
     "checkpoint_every": 5,
 }
 """The ``smol`` preset of the RL trainers (``grpo``, ``joyagents_grpo``, ``mappo``)."""
-AUTO_SFT_PRESETS = {"tiny": "tiny", "tiny-small": "tiny", SMOL_MODEL: "smol", "smollm2": "smol"}
+AUTO_SFT_PRESETS = {"tiny-base": "tiny", "tiny": "tiny", "tiny-small": "tiny", SMOL_MODEL: "smol", "smollm2": "smol"}
 """Models an RL run fine-tunes automatically when it is given no ``sft_run``, and the sft preset it uses."""
 # ----------------------------------------------------------------------------------------------------------
 
@@ -239,14 +254,13 @@ TINY_MAX_PROMPT_TOKENS = PRESETS["tiny"]["max_length"] - PRESETS["tiny"]["eval_m
 
 
 def resolve_model(name: str, seed: int) -> str:
-    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``; converts a ``.gguf``
-    file or ``smollm2-135m-instruct`` once (:func:`joy_agents.models.resolve_model_path`)."""
+    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``; ``tiny-base`` is the
+    pretrained tiny base shipped with the package (:func:`joy_agents.tiny.tiny_base_dir`); a ``.gguf`` file or
+    ``smollm2-135m-instruct`` is converted once (:func:`joy_agents.models.resolve_model_path`)."""
+    if name == "tiny-base":
+        return str(tiny_base_dir())
     if name in ("tiny", "tiny-small"):
-        from joy_agents.tiny import build_tiny_model
-
         return str(build_tiny_model(seed=seed, size="tiny" if name == "tiny" else "small"))
-    from joy_agents.models import resolve_model_path
-
     return resolve_model_path(name)
 
 
@@ -270,13 +284,11 @@ def bucketed_order(
     up with other examples of that group (seen twice in the pass), so that a loader cutting the order into
     ``batch_size`` rows finds exactly these batches. A pass is then a little longer than the data.
     """
-    import random as _random
-
     if batch_size < 1 or epochs <= 0:
         raise ValueError(f"batch_size must be >= 1 and epochs > 0, got {batch_size!r}, {epochs!r}")
     if groups is not None and len(groups) != len(lengths):
         raise ValueError(f"groups must have one key per example: {len(groups)} keys for {len(lengths)} lengths")
-    rng = _random.Random(f"sft-order/{seed}")
+    rng = random.Random(f"sft-order/{seed}")
     order: list[int] = []
     passes = math.ceil(epochs)
     for p in range(passes):
@@ -315,8 +327,6 @@ def prefix_groups(rows: Sequence[Sequence[int]], batch_size: int, width: int = 6
 
 def sft_rows(tokenizer: Any, examples: list, max_length: int, loss: str = "completion") -> list[dict[str, list[int]]]:
     """The tokenised rows of ``examples`` of kind ``loss`` (see ``SFTConfig.base_loss``)."""
-    from joy_agents.sft_data import conversation_rows, language_model_windows, tokenize_example
-
     if loss == "all":
         return language_model_windows(tokenizer, examples, max_length)
     if loss == "conversation":
@@ -327,7 +337,7 @@ def sft_rows(tokenizer: Any, examples: list, max_length: int, loss: str = "compl
 def _dataset(rows: list[dict[str, list[int]]], batch_size: int, epochs: float, seed: int, shared_prefix: bool) -> Any:
     """``rows`` in :func:`bucketed_order`, ``epochs`` passes long (train it for one epoch, sequentially);
     with ``shared_prefix``, batched by :func:`prefix_groups`."""
-    from datasets import Dataset
+    from datasets import Dataset  # imported here: it costs a second, and only training needs it
 
     groups = prefix_groups([r["input_ids"] for r in rows], batch_size) if shared_prefix else None
     order = bucketed_order([len(r["input_ids"]) for r in rows], batch_size, epochs, seed, groups=groups)
@@ -340,8 +350,6 @@ def collate_left(batch: list[dict[str, list[int]]], pad_id: int) -> dict[str, An
     Position ids count real tokens only (as at generation time), so padding changes nothing.
     ``keep`` is how many final positions can carry a label: the loss only needs logits there.
     """
-    import torch
-
     width = max(len(b["input_ids"]) for b in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     labels = torch.full((len(batch), width), -100, dtype=torch.long)
@@ -385,8 +393,6 @@ def collate_shared_prefix(batch: list[dict[str, list[int]]], pad_id: int, min_pr
     tools): those tokens go once into ``prefix_ids`` (1 x P) and the rows keep the rest, so the forward
     and backward pass run the prefix once instead of once per row (:func:`completion_loss`). A batch of one
     row or with a common prefix under ``min_prefix`` tokens is collated by :func:`collate_left`."""
-    import torch
-
     n = shared_prefix_length(batch)
     if len(batch) < 2 or n < min_prefix:
         return collate_left(batch, pad_id)
@@ -416,8 +422,6 @@ def prefix_sharing_supported(model: Any) -> bool:
 def _cache_argument(model_class: type) -> str:
     """The name of ``model_class.forward``'s argument that takes a KV cache: ``cache`` in newer transformers,
     before that ``past_key_values`` (looked up once per class, not at every step)."""
-    import inspect
-
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
@@ -433,8 +437,6 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
     A batch from :func:`collate_shared_prefix` (``prefix_ids``) first runs the prefix once, repeats its keys
     and values for every row and runs the rows on top of them: the same loss and gradients as the whole rows.
     """
-    import torch.nn.functional as F
-
     labels = inputs["labels"][:, 1:]  # position t predicts token t+1
     plain_head = prefix_sharing_supported(model)
     keep = 1 if plain_head else int(inputs["keep"])
@@ -474,7 +476,7 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
 
 def _sft_trainer_class() -> type:
     """TRL's ``SFTTrainer`` with the completion-only loss above and left-padded batches."""
-    import trl
+    import trl  # imported here: TRL is only needed to train, and it costs import time
 
     class CompletionSFTTrainer(trl.SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: D102
@@ -518,14 +520,10 @@ def _trl_args(cfg: SFTConfig, out: Path, lr: float) -> Any:
 
 def auto_dtype() -> str:
     """``bfloat16`` on a CUDA GPU that supports it, else ``float32`` (``dtype="auto"``)."""
-    import torch
-
     return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
 
 
 def _has_accelerator() -> bool:
-    import torch
-
     return torch.cuda.is_available()
 
 
@@ -542,11 +540,7 @@ class SFTTrainer:
         self.run_dir = Path(config.output_dir or os.path.join("runs", f"sft-{stamp}"))
 
     def train(self) -> dict[str, Any]:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from joy_agents.policy import TeamPolicy
-        from joy_agents.sft_data import build_sft_examples
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # here: the model classes cost import time
 
         cfg = self.config
         start = time.perf_counter()
@@ -613,7 +607,7 @@ class SFTTrainer:
                 model=model,
                 args=_trl_args(cfg, self.run_dir / "work" / "base", cfg.base_lr),
                 # batches that mix roles: grouped by prefix they would hold one role each, which trained the
-                # tiny base markedly worse (see SFTConfig.shared_prefix)
+                # tiny base worse
                 train_dataset=_dataset(everything, cfg.batch_size * cfg.grad_accum, cfg.base_epochs, cfg.seed, False),
                 processing_class=tokenizer,
                 data_collator=plain_collate,
@@ -672,8 +666,6 @@ class SFTTrainer:
         return results
 
     def _team_config(self, base: str) -> Any:
-        from joy_agents.policy import TeamConfig
-
         cfg = self.config
         return TeamConfig(
             model=base,
@@ -686,93 +678,33 @@ class SFTTrainer:
         )
 
     def evaluate(self, team: Any, tasks: int | None = None) -> dict[str, Any]:
-        """Greedy team on the first ``tasks`` (default ``eval_tasks``) tasks of ``eval_split``."""
+        """Greedy team on the first ``tasks`` (default ``eval_tasks``) tasks of ``eval_split``, prompts cut to
+        the view the team trained on (:func:`~joy_trainers.evaluation.eval_limits`)."""
+        cfg = self.config
+        limits = eval_limits(asdict(cfg))
         return evaluate_team(
             team,
-            self.config.env_id,
-            self.config.eval_split,
-            tasks or self.config.eval_tasks,
-            self.config.seed,
-            self.config.eval_max_new_tokens,
-            self.config.eval_max_cycles,
-            max(16, self.config.max_length - self.config.eval_max_new_tokens),
+            cfg.env_id,
+            cfg.eval_split,
+            tasks or cfg.eval_tasks,
+            cfg.seed,
+            limits.max_new_tokens,
+            limits.max_cycles,
+            limits.max_prompt_tokens,
         )
-
-
-def evaluate_team(
-    team: Any,
-    env_id: str,
-    split: str,
-    tasks: int,
-    seed: int = 0,
-    max_new_tokens: int = 160,
-    max_cycles: int = 16,
-    max_prompt_tokens: int = 3072,
-    memory: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Metrics of ``team`` (greedy) on tasks ``0..tasks-1`` of ``split`` (see ``results.json``); ``memory``
-    (role -> bank) is read for prompts, never written."""
-    from joy_agents.policy import SamplingConfig
-    from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
-
-    config = RolloutConfig(
-        sampling=SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens, stop=("</answer>",)),
-        max_cycles=max_cycles,
-        max_prompt_tokens=max_prompt_tokens,
-    )
-    engine = RolloutEngine(team, env_id, split, seed, config, memory=memory)
-    start = time.perf_counter()
-    trajectories = engine.run(list(range(tasks)))
-    metrics = summarize(trajectories)
-    metrics["eval_wall_s"] = time.perf_counter() - start
-    return metrics
 
 
 def write_run(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:
-    """``results.json`` (atomically), ``results.md`` and ``training.png`` in ``run_dir``."""
-    tmp = run_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(results, indent=2, default=str))
-    os.replace(tmp, run_dir / "results.json")
+    """``results.json`` (atomically), ``results.md``, ``logs.json`` (TRL's log per stage) and ``training.png``
+    in ``run_dir``."""
+    write_results(run_dir, results)
     (run_dir / "logs.json").write_text(json.dumps(logs, indent=2, default=str))
-    (run_dir / "results.md").write_text(results_table(results))
     plot_run(run_dir / "training.png", results, logs)
-
-
-def results_table(results: dict[str, Any]) -> str:
-    """A markdown table of the run's metrics against its baseline, per domain."""
-    lines = [
-        f"# {results['trainer']} on {results['env_id']} ({results['split']} split, seed {results['seed']})",
-        "",
-        f"model `{results['model']}`, wall {results['wall_s']:.0f} s",
-        "",
-        "| metric | baseline | after |",
-        "|---|---|---|",
-    ]
-    after = results.get("metrics") or {}
-    before = results.get("baseline_metrics") or {}
-
-    def fmt(v: Any) -> str:
-        return f"{v:.3f}" if isinstance(v, float) else ("-" if v is None else str(v))
-
-    for key in ("success_rate", "mean_reward", "mean_accuracy", "format_valid_rate"):
-        lines.append(f"| {key} | {fmt(before.get(key))} | {fmt(after.get(key))} |")
-    lines += [
-        "",
-        "| domain | n | success (baseline) | success (after) | accuracy (after) | format-valid turns (after) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for domain, m in (after.get("per_domain") or {}).items():
-        b = (before.get("per_domain") or {}).get(domain, {})
-        lines.append(
-            f"| {domain} | {m['n']} | {fmt(b.get('success_rate'))} | {fmt(m['success_rate'])} |"
-            f" {fmt(m['mean_accuracy'])} | {fmt(m.get('format_valid_rate'))} |"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:
     """Training loss per stage / role, and test success per domain before and after."""
-    import matplotlib
+    import matplotlib  # imported here: plotting is its only use, and it costs import time
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

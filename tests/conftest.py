@@ -38,3 +38,21 @@ def sft_run(tiny_dir, tmp_path_factory):
     run = tmp_path_factory.mktemp("sft_run")
     TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4)).save(str(run / "team"))
     return str(run)
+
+
+@pytest.fixture(scope="session")
+def undocumented_metrics():
+    """``check(trainer, rows)``: the metrics keys of ``rows`` that docs/trainers/<trainer>.md does not list
+    (a key ``charts/reward/math`` is covered by ``charts/reward/<domain>``, a role's by ``<role>``)."""
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "trainers")
+
+    def check(trainer: str, rows: list[dict]) -> list[str]:
+        with open(os.path.join(docs, f"{trainer}.md")) as f:
+            page = f.read()
+        keys = {k for r in rows for k in r}
+        return sorted(
+            k for k in keys
+            if f"`{k}`" not in page and not any(f"`{k.rpartition('/')[0]}/{p}`" in page for p in ("<domain>", "<role>"))
+        )
+
+    return check

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from joy_agents.policy import TeamPolicy
+from joy_agents.policy import SamplingConfig, TeamPolicy
 from joy_trainers import rl
 from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
 
@@ -37,13 +37,11 @@ def main() -> None:
     for step in range(cfg.total_steps):
         if cfg.beta and state.reference is None:
             state.reference = rl.ReferencePolicy(state.team, state.team.roles)
-        trainer.step(state, step)
+        trainer.run_step(state, step)
         state.step = step + 1
     after_steps = digest(state.team)
     # an untrained team's groups may all be flat (no update); one more update on rank-specific samples checks
     # that different data on each rank still ends in identical parameters
-    from joy_agents.policy import SamplingConfig
-
     team = state.team
     prompt = team.encode_prompt("math", [{"role": "user", "content": f"What is {rank} + 2?"}], None)
     (samples,) = team.generate("math", [prompt], SamplingConfig(temperature=1.0, max_new_tokens=6), num_samples=2)

@@ -37,6 +37,7 @@ def test_mean_std_and_summary():
     assert "| a | 2 | 15 |" in bench.table(summary, {"eval_tasks": 2, "budget": 10, "seeds": [0, 1]})
 
 
+@pytest.mark.slow  # four RL runs through the benchmark script; budgets and resume are tested in test_rl.py
 def test_baselines_share_the_budget_and_rerun_reuses_finished_runs(sft_run, tmp_path):
     bench = _load("run_baselines")
     out = tmp_path / "bl"

@@ -24,7 +24,7 @@ def test_registry_resolves_the_rl_trainers_and_their_tiny_presets():
         cls = load_trainer(name)
         assert cls.name == name
         cfg = build_config(cls, "tiny", None, ["seed=3"])
-        assert cfg.seed == 3 and cfg.model == "tiny"
+        assert cfg.seed == 3 and cfg.model == "tiny-base"
 
 
 def test_resume_needs_a_checkpointing_trainer_and_a_run_directory():
@@ -70,3 +70,55 @@ def test_shipped_yaml_configs_are_valid():
         for f in files:
             cfg = build_config(load_trainer(trainer), None, f, [])
             assert cfg.model.startswith("Qwen/")
+
+
+@pytest.mark.parametrize("name", ["sft", "grpo", "joyagents_grpo", "mappo"])
+def test_list_options_prints_every_field_with_its_default_and_doc(name, capsys):
+    import dataclasses
+
+    from joy_trainers.options import config_options
+
+    train_main(["--trainer", name, "--list-options"])
+    out = capsys.readouterr().out
+    cls = load_trainer(name).config_class
+    for f in dataclasses.fields(cls):
+        assert f"\n{f.name} (" in out, f.name
+    for option in config_options(cls):
+        assert option.doc.split()[0] in out
+    if name == "joyagents_grpo":
+        assert 'top_k (int | str, default 5)\n    Groups updated per step, by reward variance' in out
+        assert "memory_reuse_similarity (float | None, default null)" in out
+
+
+def test_field_docs_come_from_the_docstring_under_each_field_and_subclasses_win():
+    from dataclasses import dataclass, field
+
+    from joy_trainers.options import config_options, field_docs
+
+    @dataclass
+    class Base:
+        a: int = 1
+        """The a."""
+        b: str = "x"
+
+    @dataclass
+    class Child(Base):
+        a: int = 2
+        """Another a,
+        over two lines."""
+        c: dict = field(default_factory=dict)
+
+    assert field_docs(Child) == {"a": "Another a, over two lines."}
+    options = {o.name: o for o in config_options(Child)}
+    assert options["a"].default == 2 and options["b"].doc == "" and options["c"].default == {}
+
+
+def test_eval_limits_are_read_from_the_runs_saved_config():
+    from joy_trainers.evaluation import EvalLimits, eval_limits
+
+    sft = {"max_length": 512, "eval_max_new_tokens": 96, "eval_max_cycles": 12}
+    assert eval_limits(sft) == EvalLimits(96, 12, 416)  # prompts cut to max_length - eval_max_new_tokens
+    rl = {"max_new_tokens": 64, "max_cycles": 8, "max_prompt_tokens": 300}
+    assert eval_limits(rl) == EvalLimits(64, 8, 300)
+    with pytest.raises(ValueError, match="max_length"):
+        eval_limits({"eval_max_new_tokens": 96})

@@ -56,7 +56,7 @@ def test_config_validation():
         MAPPOConfig(ppo_epochs=0)
 
 
-def test_small_mappo_run_trains_the_critic_and_resumes(sft_run, tmp_path):
+def test_small_mappo_run_trains_the_critic_and_resumes(sft_run, tmp_path, undocumented_metrics):
     out = tmp_path / "run"
     values = dict(sft_run=sft_run, output_dir=str(out), iterations=1, steps_per_iteration=2, tasks_per_step=2,
                   group_size=2, max_new_tokens=12, max_cycles=3, max_prompt_tokens=256, lr=1e-2, eval_tasks=0,
@@ -67,6 +67,7 @@ def test_small_mappo_run_trains_the_critic_and_resumes(sft_run, tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["losses/value_loss"] >= 0 and r["losses/value_loss"] == r["losses/value_loss"] for r in rows)
+    assert undocumented_metrics("mappo", rows) == []
     ck = out / "checkpoints" / "step-2" / "critic.pt"
     assert ck.is_file()
     more = MAPPOTrainer(MAPPOConfig(**{**values, "steps_per_iteration": 3, "resume": True}))

@@ -160,12 +160,15 @@ def _read_rows(run_dir):
     (JoyAgentsGRPOTrainer, JoyAgentsGRPOConfig, {"sampling": "trajectory", "memory": False, "top_k": "all"}),
     (GRPOTrainer, GRPOConfig, {}),
 ])
-def test_small_run_writes_metrics_checkpoints_and_results(sft_run, tmp_path, trainer_cls, cfg_cls, extra):
+def test_small_run_writes_metrics_checkpoints_and_results(
+    sft_run, tmp_path, trainer_cls, cfg_cls, extra, undocumented_metrics
+):
     out = tmp_path / "run"
     results = trainer_cls(_cfg(cfg_cls, sft_run, out, **extra)).train()
     assert results["steps"] == 2 and results["generated_tokens"] > 0
     rows = _read_rows(out)
     assert [r["step"] for r in rows] == [1, 2]
+    assert undocumented_metrics(trainer_cls.name, rows) == []  # docs/trainers/<name>.md lists every key
     for r in rows:
         assert r["groups/selected"] <= r["groups/total"]
         for key in ("charts/reward_mean", "losses/policy_loss", "losses/kl", "time/rollout_s", "time/update_s"):

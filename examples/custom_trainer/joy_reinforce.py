@@ -1,9 +1,9 @@
 """``reinforce``: REINFORCE with a running-mean baseline, as a JoyAgents trainer plugin.
 
 Install with ``pip install -e examples/custom_trainer`` and run ``joy-train --trainer reinforce --preset tiny``.
-Uses only the public pieces of JoyAgents: the rollout engine (through ``rl.trajectory_groups``), the shared
-update (``rl.policy_update``: on-policy, so its clipped ratio is 1 and the gradient is REINFORCE's), and the
-run helpers (setup, checkpoints, metrics, evaluation, results).
+Built on the RL SDK (:mod:`joy_trainers.rl`): ``rl.RLTrainer`` runs setup, checkpoints (``--resume``),
+metrics, evaluation and results; this module adds its Config and its ``step``. The update is the shared
+``rl.update_roles`` (on-policy, so its clipped ratio is 1 and the gradient is REINFORCE's).
 
 One step: each task of the batch is played ``group_size`` times with every role sampling; the advantage of
 a trajectory is its team reward minus a running mean of past rewards; every node of the trajectory gets
@@ -32,7 +32,7 @@ class ReinforceConfig(rl.RLConfig):
             raise ValueError(f"baseline_momentum must be in [0, 1), got {self.baseline_momentum!r}")
 
 
-class ReinforceTrainer:
+class ReinforceTrainer(rl.RLTrainer):
     """REINFORCE with a baseline over whole trajectories of the team."""
 
     name = "reinforce"
@@ -42,21 +42,10 @@ class ReinforceTrainer:
                  "lr": 1e-3, "beta": 0.0, "max_new_tokens": 96, "max_cycles": 10,
                  "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS, "eval_tasks": 50}
     }
+    refresh_reference = False  # no KL term
 
-    def __init__(self, config: ReinforceConfig) -> None:
-        self.config = config
-        self.run = rl.RunDir(config.output_dir, self.name)
-
-    def train(self) -> dict[str, Any]:
+    def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
-        state = rl.setup(self.run, cfg, None)
-        rl.run_steps(self.run, state, self.step, refresh_reference=False)
-        return rl.finish(self.run, state, self.name)
-
-    def step(self, state: rl.RunState, step: int) -> dict[str, Any]:
-        cfg = self.config
-        timer = rl.Timer()
-        tasks = rl.shard(state.batch_tasks(step, cfg.tasks_per_step))
         with timer("rollout"):
             groups, trajectories, _ = rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)
         rewards = [r for g in groups for r in g.rewards]
@@ -72,6 +61,5 @@ class ReinforceTrainer:
             stats = rl.update_roles(state, per_role, rl.update_config(cfg, beta=0.0))
         m = cfg.baseline_momentum
         state.trainer_state["baseline"] = step_mean if kept is None else m * kept + (1 - m) * step_mean
-        row = rl.step_row(step, cfg, groups, groups, trajectories, [], stats, {}, timer, state)
-        row["charts/baseline"] = baseline
-        return row
+        return rl.StepOutput(trajectories=trajectories, groups=groups, selected=groups, update_stats=stats,
+                             timer=timer, metrics={"charts/baseline": baseline})

@@ -1,0 +1,105 @@
+"""The RL plugin SDK: the pieces every RL trainer (``grpo``, ``joyagents_grpo``, ``mappo``, plugins) shares,
+as plain functions and small dataclasses. ``from joy_trainers import rl`` and use ``rl.X``.
+
+=====================================  ===================================================================
+module                                 names
+=====================================  ===================================================================
+:mod:`~joy_trainers.rl.trainer`        ``RLTrainer``: the skeleton (``train()``, hooks); a trainer writes
+                                       its ``step``
+:mod:`~joy_trainers.rl.config`         ``RLConfig``: the shared options
+:mod:`~joy_trainers.rl.groups`         ``Group``, ``select_top_k``, ``select_global``, ``advantages_of``,
+                                       ``trajectory_groups``, ``outcome_of``, ``evolve_memory``
+:mod:`~joy_trainers.rl.update`         ``policy_update``, ``update_roles``, ``update_selected``,
+                                       ``update_config``, ``UpdateConfig``, ``make_optimizers``,
+                                       ``ReferencePolicy``
+:mod:`~joy_trainers.rl.distributed`    ``world``, ``shard``, ``all_reduce_sum``, ``all_gather_objects``,
+                                       ``barrier``
+:mod:`~joy_trainers.rl.checkpoints`    ``save_checkpoint``, ``latest_checkpoint``, ``load_checkpoint``,
+                                       ``checkpoint``
+:mod:`~joy_trainers.rl.metrics`        ``StepOutput``, ``metrics_row``, ``MetricsLog``, ``Timer``,
+                                       ``plot_rewards`` (``step_row``: the older positional form)
+:mod:`~joy_trainers.rl.loop`           ``prepare``, ``resume_or_evaluate``, ``setup``, ``run_steps``,
+                                       ``evaluate``, ``finish``
+:mod:`~joy_trainers.rl.state`          ``RunState``
+:mod:`~joy_trainers.rl.start`          ``sft_team``, ``tiny_sft_values``, ``tiny_sft_dir``: the team a run
+                                       starts from
+=====================================  ===================================================================
+
+``RunDir`` (:mod:`joy_trainers.rundir`) is re-exported here too. The pure loss math lives in
+:mod:`joy_trainers.losses`. A complete plugin built on these: ``examples/custom_trainer/joy_reinforce.py``.
+"""
+
+from __future__ import annotations
+
+from joy_trainers.rl.checkpoints import checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from joy_trainers.rl.config import RLConfig
+from joy_trainers.rl.distributed import all_gather_objects, all_reduce_sum, barrier, shard, world
+from joy_trainers.rl.groups import (
+    Group,
+    advantages_of,
+    evolve_memory,
+    outcome_of,
+    select_global,
+    select_top_k,
+    trajectory_groups,
+)
+from joy_trainers.rl.loop import evaluate, finish, prepare, resume_or_evaluate, run_steps, setup
+from joy_trainers.rl.metrics import MetricsLog, StepOutput, Timer, metrics_row, plot_rewards, step_row
+from joy_trainers.rl.start import sft_team, tiny_sft_dir, tiny_sft_values
+from joy_trainers.rl.state import RunState
+from joy_trainers.rl.trainer import RLTrainer
+from joy_trainers.rl.update import (
+    ReferencePolicy,
+    UpdateConfig,
+    make_optimizers,
+    policy_update,
+    update_config,
+    update_roles,
+    update_selected,
+)
+from joy_trainers.rundir import RunDir
+
+__all__ = [
+    "Group",
+    "MetricsLog",
+    "RLConfig",
+    "RLTrainer",
+    "ReferencePolicy",
+    "RunDir",
+    "RunState",
+    "StepOutput",
+    "Timer",
+    "UpdateConfig",
+    "advantages_of",
+    "all_gather_objects",
+    "all_reduce_sum",
+    "barrier",
+    "checkpoint",
+    "evaluate",
+    "evolve_memory",
+    "finish",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "make_optimizers",
+    "metrics_row",
+    "outcome_of",
+    "plot_rewards",
+    "policy_update",
+    "prepare",
+    "resume_or_evaluate",
+    "run_steps",
+    "save_checkpoint",
+    "select_global",
+    "select_top_k",
+    "setup",
+    "sft_team",
+    "shard",
+    "step_row",
+    "tiny_sft_dir",
+    "tiny_sft_values",
+    "trajectory_groups",
+    "update_config",
+    "update_roles",
+    "update_selected",
+    "world",
+]

@@ -1,0 +1,111 @@
+"""``RLConfig``: the options every RL trainer shares (a trainer's own Config dataclass extends it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import joy_env
+from joy_trainers.losses import LOSS_TYPES
+
+
+@dataclass
+class RLConfig:
+    """Options every RL trainer shares (one line per field); the paper's values for Qwen2.5-3B are noted."""
+
+    model: str = "tiny-base"
+    """Base model of the team: the embedded ``tiny-base`` (or ``tiny``, ``tiny-small``) is fine-tuned
+    automatically by the sft tiny preset, ``smollm2-135m-instruct`` by the sft smol preset; any other model
+    (a Hugging Face name, a directory or a ``.gguf`` file) needs ``sft_run``."""
+    sft_run: str | None = None
+    """Run directory of the ``sft`` trainer to start from (its ``team/``)."""
+    sft_overrides: dict[str, Any] = field(default_factory=dict)
+    """Options of the automatic SFT run (with an embedded or SmolLM2 ``model`` and no ``sft_run``)."""
+    env_id: str = "joy/mixed-v0"
+    """Environment of training and evaluation."""
+    seed: int = 0
+    """Seed of the task order, sampling and the automatic SFT run."""
+    iterations: int = 2
+    """RL iterations; each starts by refreshing the reference policy (paper: 2)."""
+    steps_per_iteration: int = 10
+    """Optimisation steps per iteration."""
+    tasks_per_step: int = 8
+    """Tasks per step (over all processes), drawn from the RL part of the train split."""
+    group_size: int = 5
+    """G: samples per group (paper: 5)."""
+    temperature: float = 1.2
+    """Temperature of the G samples (paper: 1.2)."""
+    top_p: float = 1.0
+    """Nucleus sampling of the G samples."""
+    lr: float = 1e-6
+    """Learning rate of every role's optimiser (paper: 1e-6)."""
+    loss_type: str = "grpo"
+    """Token aggregation: ``grpo``, ``bnpo``, ``dr_grpo`` or ``dapo`` (as in TRL)."""
+    epsilon: float = 0.2
+    """Lower clipping of the importance ratio (and upper, unless ``epsilon_high`` is set)."""
+    epsilon_high: float | None = None
+    """Upper clipping (DAPO's clip-higher, e.g. 0.28)."""
+    beta: float = 0.04
+    """Weight of the k3 KL penalty to the reference policy (0 skips the reference forward)."""
+    scale_rewards: bool = True
+    """Divide advantages by the group std (False: Dr. GRPO)."""
+    micro_batch_size: int = 16
+    """Sequences per forward/backward in the update."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping per role."""
+    max_new_tokens: int = 128
+    """Cap of generated tokens per agent turn."""
+    max_cycles: int = 16
+    """Agent turns per episode."""
+    max_prompt_tokens: int = 3072
+    """Longer prompts leave out their oldest turns, never the system prompt, the tools or the request
+    (``prompts/truncated`` counts them)."""
+    eval_tasks: int = 200
+    """Test tasks evaluated before and after (0: skip)."""
+    eval_split: str = "test"
+    """Split evaluated."""
+    eval_baseline: bool = True
+    """Evaluate the starting team too (``baseline_metrics``); off when a caller evaluates it once for many runs."""
+    token_budget: int = 0
+    """Stop once this many tokens have been generated in training rollouts, over all processes (0: run every
+    step). Gives trainers with different sampling schemes the same budget (``benchmarks/run_baselines.py``)."""
+    checkpoint_every: int = 5
+    """Steps between checkpoints (and at the end of every iteration)."""
+    resume: bool = False
+    """Continue from the run directory's latest checkpoint."""
+    output_dir: str | None = None
+    """Run directory; default ``runs/<trainer>-<timestamp>``."""
+    log_with: str | None = None
+    """An Accelerate tracker (e.g. ``tensorboard``) mirroring the JSONL metrics."""
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "steps_per_iteration", "tasks_per_step", "micro_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (a group of one has no variance), got {self.group_size!r}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        if self.eval_split not in joy_env.SPLITS:
+            raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 for sampling groups, got {self.temperature!r}")
+        if isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0:
+            raise ValueError(f"token_budget must be an int >= 0 (0: no budget), got {self.token_budget!r}")
+        if self.lr <= 0 or self.beta < 0 or self.epsilon <= 0:
+            raise ValueError(f"need lr > 0, beta >= 0, epsilon > 0; got {self.lr!r}, {self.beta!r}, {self.epsilon!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Any:
+        """Build from a dict (YAML), rejecting unknown keys with the list of valid ones."""
+        valid = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - valid)
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} option(s) {unknown}; valid: {', '.join(sorted(valid))}")
+        return cls(**values)
+
+    @property
+    def total_steps(self) -> int:
+        """``iterations * steps_per_iteration``."""
+        return self.iterations * self.steps_per_iteration

@@ -1,0 +1,211 @@
+"""The RL training loop every trainer shares, top to bottom:
+
+1. :func:`prepare`: Accelerate, the starting team (:func:`~joy_trainers.rl.sft_team`), one optimiser per
+   role, memory banks, the rollout engine over the RL part of the train split, the metrics log;
+2. :func:`resume_or_evaluate`: with ``resume``, load the latest checkpoint; otherwise evaluate the starting
+   team (``baseline_metrics``);
+3. :func:`run_steps`: ``step_fn(state, step)`` for every remaining step, a metrics row after each, a
+   checkpoint every ``checkpoint_every`` steps and at the end of every RL iteration;
+4. :func:`finish`: the final evaluation, the trained team, ``results.json``, ``results.md`` and
+   ``reward_curve.png``.
+
+:class:`~joy_trainers.rl.RLTrainer` runs these four in its ``train()``; a trainer only writes its step.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from joy_agents.memory import MemoryBank, MemoryConfig
+from joy_agents.policy import TeamPolicy
+from joy_agents.rollout import RolloutConfig, RolloutEngine
+from joy_agents.sft_data import split_train_tasks
+from joy_trainers.evaluation import evaluate_team
+from joy_trainers.rl.checkpoints import checkpoint, latest_checkpoint, load_checkpoint
+from joy_trainers.rl.distributed import all_gather_objects, barrier, world
+from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
+from joy_trainers.rl.start import sft_team
+from joy_trainers.rl.state import RunState
+from joy_trainers.rl.update import ReferencePolicy, make_optimizers
+from joy_trainers.rundir import RunDir, write_results
+
+
+def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
+    """Accelerate, the starting team, optimisers, memory banks, the engine and the metrics log (step 0)."""
+    from accelerate import Accelerator  # imported here: it costs over a second, and only training needs it
+
+    accelerator = Accelerator(cpu=not torch.cuda.is_available(), log_with=cfg.log_with, project_dir=str(run.path))
+    rank, _ = world()
+    run.path = Path(all_gather_objects(str(run.path))[0])
+    random.seed(cfg.seed + rank)
+    torch.manual_seed(cfg.seed + rank)
+    team_dir = sft_team(cfg.sft_run, cfg.model, cfg.seed, getattr(cfg, "sft_overrides", None))
+    team = TeamPolicy.load(str(team_dir), device=str(accelerator.device))
+    optimizers = make_optimizers(team, cfg.lr)
+    banks = {r: MemoryBank(r, memory) for r in team.roles} if memory is not None and memory.enabled else {}
+    engine = RolloutEngine(
+        team,
+        cfg.env_id,
+        "train",
+        cfg.seed,
+        RolloutConfig(max_prompt_tokens=cfg.max_prompt_tokens, keep_snapshots=True, max_cycles=cfg.max_cycles),
+        progress=False,
+        memory=banks,
+    )
+    _, rl_indices = split_train_tasks(engine.prototype.num_tasks, 0.5, cfg.seed)
+    random.Random(f"rl-order/{cfg.seed}").shuffle(rl_indices)
+    if rank == 0:
+        run.path.mkdir(parents=True, exist_ok=True)
+        if cfg.log_with:
+            accelerator.init_trackers(run.path.name, config={k: str(v) for k, v in vars(cfg).items()})
+    return RunState(
+        config=cfg,
+        team=team,
+        optimizers=optimizers,
+        banks=banks,
+        engine=engine,
+        log=MetricsLog(run.path / "metrics.jsonl", accelerator) if rank == 0 else None,
+        rl_tasks=rl_indices,
+        accelerator=accelerator,
+    )
+
+
+def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | None = None) -> None:
+    """With ``resume``, load the latest checkpoint into ``state`` (then ``load_extra(checkpoint_dir)``);
+    otherwise evaluate the starting team (``baseline_metrics``). Then the progress bar."""
+    cfg = state.config
+    rank, size = world()
+    latest = latest_checkpoint(run.checkpoints) if cfg.resume else None
+    if cfg.resume and latest is None and rank == 0:
+        print(f"[rl] --resume: no checkpoint in {run.checkpoints}; starting from step 0")
+    if latest is not None:
+        saved = load_checkpoint(latest, state.team, state.optimizers)
+        torch.manual_seed(cfg.seed + rank + 1000 * int(saved["step"]))
+        state.step = int(saved["step"])
+        state.baseline = saved.get("baseline")
+        state.tokens_total = int(saved.get("tokens_total", 0))
+        state.wall_before = float(saved.get("wall_s", 0.0))
+        state.trainer_state = dict(saved.get("trainer_state", {}))
+        for role, data in saved.get("memory", {}).items():
+            if role in state.banks:
+                bank = state.banks[role]
+                state.banks[role] = MemoryBank.from_dict(data, bank.config, bank.embedder)
+        if (latest / "reference.pt").is_file():
+            state.reference = ReferencePolicy(state.team, [])
+            state.reference.weights = torch.load(latest / "reference.pt", weights_only=False)
+        if load_extra is not None:
+            load_extra(latest)
+        if state.log is not None:
+            state.log.truncate(state.step)
+        if rank == 0:
+            print(f"[rl] resumed from {latest} at step {state.step}")
+    elif cfg.eval_tasks and cfg.eval_baseline and rank == 0:
+        print(f"[rl] evaluating the starting team on {cfg.eval_tasks} {cfg.eval_split} tasks")
+        state.baseline = evaluate(state, with_memory=False)
+    if size > 1:
+        state.baseline = all_gather_objects(state.baseline)[0]
+    if rank == 0:
+        if getattr(cfg, "token_budget", 0):
+            total, initial, unit = cfg.token_budget, min(state.tokens_total, cfg.token_budget), "tok"
+        else:
+            total, initial, unit = cfg.total_steps, state.step, "step"
+        state.bar = tqdm(total=total, initial=initial, desc=run.path.name, unit=unit)
+
+
+def setup(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
+    """:func:`prepare`, then :func:`resume_or_evaluate`: a state ready for :func:`run_steps`."""
+    state = prepare(run, cfg, memory)
+    resume_or_evaluate(run, state)
+    return state
+
+
+def evaluate(state: RunState, with_memory: bool = True) -> dict[str, Any]:
+    """Greedy metrics of the current team on the first ``eval_tasks`` tasks of ``eval_split`` (memory is read,
+    never written)."""
+    cfg = state.config
+    return evaluate_team(
+        state.team,
+        cfg.env_id,
+        cfg.eval_split,
+        cfg.eval_tasks,
+        cfg.seed,
+        cfg.max_new_tokens,
+        cfg.max_cycles,
+        cfg.max_prompt_tokens,
+        memory=state.banks if with_memory else None,
+    )
+
+
+def run_steps(
+    run: RunDir,
+    state: RunState,
+    step_fn: Callable[[RunState, int], StepOutput | dict[str, Any]],
+    refresh_reference: bool = True,
+    after_checkpoint: Callable[[], None] | None = None,
+) -> None:
+    """The training loop every RL trainer shares: ``step_fn(state, step)`` for the remaining steps (it
+    returns a :class:`StepOutput`, or a finished metrics row), logging and progress after each, a checkpoint
+    every ``checkpoint_every`` steps and at the end of each RL iteration (then ``after_checkpoint()``). With
+    ``refresh_reference`` and ``beta > 0``, each iteration starts by copying the current weights into the
+    reference policy. With ``token_budget``, the loop ends (after a checkpoint) at the first step that
+    brings the generated tokens to the budget."""
+    cfg = state.config
+    budget = getattr(cfg, "token_budget", 0)
+    for step in range(state.step, cfg.total_steps):
+        if budget and state.tokens_total >= budget:
+            break
+        if refresh_reference and cfg.beta and (step % cfg.steps_per_iteration == 0 or state.reference is None):
+            state.reference = ReferencePolicy(state.team, state.team.roles)  # a new RL iteration
+        out = step_fn(state, step)
+        row = metrics_row(state, step, out) if isinstance(out, StepOutput) else out
+        state.step = step + 1
+        if state.log is not None:
+            state.log.log(row)
+        state.progress(row)
+        spent = bool(budget) and state.tokens_total >= budget
+        if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0 or spent:
+            checkpoint(run, state)
+            if after_checkpoint is not None:
+                after_checkpoint()
+
+
+def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:
+    """Final evaluation, the trained team, ``results.json``, ``results.md`` and ``reward_curve.png``."""
+    cfg = state.config
+    if state.bar is not None:
+        state.bar.close()
+    results: dict[str, Any] = {}
+    if state.is_main:
+        metrics = evaluate(state) if cfg.eval_tasks else None
+        state.team.save(str(run.path / "team"))
+        for role, bank in state.banks.items():
+            (run.path / "memory").mkdir(exist_ok=True)
+            (run.path / "memory" / f"{role}.json").write_text(json.dumps(bank.to_dict()))
+        results = {
+            "trainer": trainer,
+            "env_id": cfg.env_id,
+            "split": cfg.eval_split,
+            "seed": cfg.seed,
+            "model": cfg.model,
+            "steps": state.step,
+            "generated_tokens": state.tokens_total,
+            "wall_s": state.wall,
+            "metrics": metrics,
+            "baseline_metrics": state.baseline,
+            "config": {k: v for k, v in vars(cfg).items()},
+        }
+        write_results(run.path, results)
+        plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
+        if cfg.log_with:
+            state.accelerator.end_training()
+    if world()[1] > 1:
+        barrier()
+        results = all_gather_objects(results)[0]
+    return results

@@ -1,0 +1,209 @@
+"""Metrics: one row per training step in ``metrics.jsonl`` with one vocabulary for every trainer
+(``charts/reward_mean``, ``groups/selected/<role>``, ``losses/kl``, ``time/rollout_s``, ...; see
+``docs/trainers/``), built by :func:`metrics_row` from a step's :class:`StepOutput`, and the reward curve."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from joy_trainers.rl.distributed import all_gather_objects
+from joy_trainers.rl.groups import Group
+
+if TYPE_CHECKING:
+    from joy_trainers.rl.state import RunState
+
+
+class MetricsLog:
+    """Appends one JSON line per step to ``path`` (flushed and synced: nothing is lost on a crash), and
+    mirrors scalars to Accelerate trackers when given an ``accelerator`` with trackers."""
+
+    def __init__(self, path: str | Path, accelerator: Any = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.accelerator = accelerator
+        self.rows: list[dict[str, Any]] = []
+        if self.path.is_file():
+            self.rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def truncate(self, step: int) -> None:
+        """Drop rows after ``step`` (on resume: steps done after the last checkpoint are redone)."""
+        self.rows = [r for r in self.rows if r.get("step", 0) <= step]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row, default=float) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self.accelerator is not None and getattr(self.accelerator, "trackers", None):
+            scalars = {k: v for k, v in row.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+            self.accelerator.log(scalars, step=int(row.get("step", 0)))
+
+
+
+class Timer:
+    """Accumulates seconds per phase: ``with timer("rollout"): ...``; ``timer.seconds`` holds the totals."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+@dataclass
+class StepOutput:
+    """What one training step did, for its metrics row (:func:`metrics_row`); every field is optional.
+
+    A trainer's ``step`` returns one; the loop turns it into the ``metrics.jsonl`` row.
+    """
+
+    trajectories: Sequence[Any] = ()
+    """The step's episodes whose team rewards are ``charts/reward_mean`` and ``charts/success_rate``."""
+    groups: Sequence[Group] = ()
+    """Every group the step formed (``groups/total``, ``groups/variance_mean``, ...)."""
+    selected: Sequence[Group] = ()
+    """The groups used in the update (``groups/selected``, ``groups/selected/<role>``)."""
+    continuations: Sequence[Any] = ()
+    """Extra episodes rolled out (node-wise branches): their tokens count in ``charts/tokens_generated``."""
+    update_stats: dict[str, Any] = field(default_factory=dict)
+    """Role -> statistics of :func:`~joy_trainers.rl.policy_update` (``losses/*``)."""
+    memory_stats: dict[str, Any] = field(default_factory=dict)
+    """Counts of memory evolution (``memory/written``, ``memory/evicted``)."""
+    timer: Timer | None = None
+    """Seconds per phase (``time/<phase>_s``)."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """The trainer's own entries, added to the row as they are (e.g. ``losses/value_loss``)."""
+
+
+def metrics_row(state: RunState, step: int, out: StepOutput) -> dict[str, Any]:
+    """The metrics row of ``step`` (0-based) from its :class:`StepOutput`, summed / averaged over every
+    process; adds the step's generated tokens to ``state.tokens_total``."""
+    trajectories, groups, selected, continuations = out.trajectories, out.groups, out.selected, out.continuations
+    update_stats, memory_stats = out.update_stats, out.memory_stats
+    cfg = state.config
+    local = {
+        "rewards": [t.reward for t in trajectories],
+        "success": [float(t.success) for t in trajectories],
+        "domains": [(t.domain, t.reward) for t in trajectories],
+        "tokens": sum(t.generated_tokens for t in trajectories) + sum(t.generated_tokens for t in continuations),
+        "continuations": len(continuations),
+        "branched_nodes": len(groups) if groups and groups[0].role != "*" else 0,
+        "variances": [g.variance for g in groups],
+        "sample_rewards": [r for g in groups for r in g.rewards],
+        "selected_roles": [g.role for g in selected],
+        "selected_variances": [g.variance for g in selected],
+        "truncated": sum(1 for t in [*trajectories, *continuations] for n in t.nodes if n.prompt_truncated),
+    }
+    parts = all_gather_objects(local)
+
+    def cat(key: str) -> list[Any]:
+        return [x for p in parts for x in p[key]]
+
+    def mean(xs: Sequence[float]) -> float:
+        return float(sum(xs) / len(xs)) if xs else 0.0
+
+    rewards = cat("rewards")
+    tokens = sum(p["tokens"] for p in parts)
+    state.tokens_total += tokens
+    row: dict[str, Any] = {
+        "step": step + 1,
+        "iteration": step // cfg.steps_per_iteration + 1,
+        "charts/reward_mean": mean(rewards),
+        "charts/success_rate": mean(cat("success")),
+        "charts/sample_reward_mean": mean(cat("sample_rewards")),
+        "charts/tokens_generated": tokens,
+        "charts/tokens_generated_total": state.tokens_total,
+        "charts/episodes": len(rewards),
+        "sampling/continuations": sum(p["continuations"] for p in parts),
+        "sampling/branched_nodes": sum(p["branched_nodes"] for p in parts),
+        "groups/total": len(cat("variances")),
+        "groups/variance_mean": mean(cat("variances")),
+        "groups/nonzero_variance": sum(1 for v in cat("variances") if v > 0),
+        "groups/selected": len(cat("selected_roles")),
+        "groups/selected_variance_mean": mean(cat("selected_variances")),
+        "prompts/truncated": sum(p["truncated"] for p in parts),
+    }
+    by_domain: dict[str, list[float]] = {}
+    for d, r in cat("domains"):
+        by_domain.setdefault(d, []).append(r)
+    for d, rs in sorted(by_domain.items()):
+        row[f"charts/reward/{d}"] = mean(rs)
+    for role in state.team.roles:
+        row[f"groups/selected/{role}"] = sum(
+            1 for r in cat("selected_roles") if r == role or (r == "*" and role in update_stats)
+        )
+    updated = [s for s in update_stats.values() if s.get("samples")]
+    total = sum(s["samples"] for s in updated) or 1.0
+    for name in ("policy_loss", "kl", "clip_fraction"):
+        row[f"losses/{name}"] = sum(s[name] * s["samples"] for s in updated) / total if updated else 0.0
+    row["losses/roles_updated"] = len(updated)
+    for name, seconds in (out.timer.seconds if out.timer is not None else {}).items():
+        row[f"time/{name}_s"] = seconds
+    if state.banks:
+        lookups = sum(b.stats["lookups"] for b in state.banks.values())
+        hits = sum(b.stats["hits"] for b in state.banks.values())
+        row["memory/size"] = sum(len(b) for b in state.banks.values())
+        row["memory/hit_rate"] = hits / lookups if lookups else 0.0
+        row["memory/written"] = memory_stats.get("written", 0)
+        row["memory/evicted"] = memory_stats.get("evicted", 0)
+    row["time/wall_s"] = state.wall
+    row.update(out.metrics)
+    return row
+
+
+def step_row(
+    step: int,
+    cfg: Any,
+    groups: Sequence[Group],
+    selected: Sequence[Group],
+    trajectories: Sequence[Any],
+    continuations: Sequence[Any],
+    update_stats: dict[str, Any],
+    memory_stats: dict[str, Any],
+    timer: Timer,
+    state: RunState,
+) -> dict[str, Any]:
+    """The positional form of :func:`metrics_row` kept for plugins written before :class:`StepOutput`
+    (``cfg`` is ``state.config``)."""
+    out = StepOutput(trajectories, groups, selected, continuations, update_stats, memory_stats, timer)
+    return metrics_row(state, step, out)
+
+
+def plot_rewards(path: Path, rows: Sequence[dict[str, Any]], results: dict[str, Any]) -> None:
+    """Training reward and success per step, with the test success before and after as lines."""
+    import matplotlib  # imported here: plotting is the only use, and it costs import time
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = [r["step"] for r in rows]
+    ax.plot(steps, [r["charts/reward_mean"] for r in rows], marker="o", label="train reward (rollouts)")
+    ax.plot(steps, [r["charts/success_rate"] for r in rows], marker=".", label="train success")
+    lines = (("baseline_metrics", ":", "gray", "test success before"), ("metrics", "--", "black", "test success after"))
+    for key, style, colour, label in lines:
+        m = results.get(key) or {}
+        if "success_rate" in m:
+            ax.axhline(m["success_rate"], linestyle=style, color=colour, label=f"{label} ({m['success_rate']:.2f})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward / success")
+    ax.set_title(f"{results['trainer']} on {results['env_id']} (seed {results['seed']})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,66 @@
+"""``RunState``: everything an RL training loop carries from step to step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from joy_agents.policy import SamplingConfig
+from joy_trainers.rl.distributed import world
+from joy_trainers.rl.metrics import MetricsLog
+from joy_trainers.rl.update import ReferencePolicy
+
+
+@dataclass
+class RunState:
+    """Everything a training loop carries from step to step."""
+
+    config: Any
+    team: Any
+    optimizers: dict[str, torch.optim.Optimizer]
+    banks: dict[str, Any]
+    engine: Any
+    log: MetricsLog | None
+    rl_tasks: list[int]
+    accelerator: Any
+    step: int = 0
+    reference: ReferencePolicy | None = None
+    baseline: dict[str, Any] | None = None
+    tokens_total: int = 0
+    trainer_state: dict[str, Any] = field(default_factory=dict)
+    """JSON-able values a trainer carries from step to step (e.g. a running baseline): saved in every
+    checkpoint and restored by ``--resume``."""
+    save_extra: Callable[[Path], None] | None = None
+    """Writes a trainer's own files into each checkpoint before it is published (see ``RLTrainer``)."""
+    wall_before: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+    bar: Any = None
+
+    @property
+    def is_main(self) -> bool:
+        return world()[0] == 0
+
+    def batch_tasks(self, step: int, n: int) -> list[int]:
+        """The ``n`` RL tasks of ``step`` (the shuffled RL split, cycled; the same on every process)."""
+        return [self.rl_tasks[(step * n + i) % len(self.rl_tasks)] for i in range(n)]
+
+    def sampling(self, temperature: float) -> SamplingConfig:
+        """Sampling of whole turns at ``temperature`` (0: greedy) with the run's token cap."""
+        return SamplingConfig(temperature=temperature, max_new_tokens=self.config.max_new_tokens, stop=("</answer>",))
+
+    def progress(self, row: dict[str, Any]) -> None:
+        if self.bar is not None:
+            # with a token budget the bar counts generated tokens (the steps needed are not known ahead)
+            self.bar.update(row["charts/tokens_generated"] if getattr(self.config, "token_budget", 0) else 1)
+            self.bar.set_postfix(
+                reward=f"{row['charts/reward_mean']:.3f}", selected=row["groups/selected"], refresh=False
+            )
+
+    @property
+    def wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.started

@@ -1,0 +1,99 @@
+"""``RLTrainer``: the skeleton every RL trainer shares, so that a trainer module holds its Config, its
+presets and its ``step`` and little else.
+
+    class MyTrainer(rl.RLTrainer):
+        name = "mine"
+        config_class = MyConfig          # a dataclass extending rl.RLConfig
+        presets = {"tiny": {...}}
+
+        def step(self, state, step, tasks, timer) -> rl.StepOutput:
+            with timer("rollout"):
+                groups, trajectories, _ = rl.trajectory_groups(state, tasks, ...)
+            with timer("update"):
+                stats = rl.update_selected(state, groups, self.config)
+            return rl.StepOutput(trajectories=trajectories, groups=groups, selected=groups,
+                                 update_stats=stats, timer=timer)
+
+``train()`` reads top to bottom: :func:`~joy_trainers.rl.prepare` (team, optimisers, engine, log),
+:meth:`init_state` (the trainer's own objects, e.g. a critic), :func:`~joy_trainers.rl.resume_or_evaluate`
+(a checkpoint with ``resume``, then :meth:`load_extra`; else the baseline evaluation),
+:func:`~joy_trainers.rl.run_steps` (one :meth:`run_step` per step; checkpoints call :meth:`save_extra`)
+and :func:`~joy_trainers.rl.finish` (final evaluation and ``results.json``).
+
+The optional hooks, each a plain public method with a documented default:
+
+- :meth:`memory_config`: a :class:`~joy_agents.memory.MemoryConfig` to give every role a memory bank;
+- :meth:`init_state`: build the trainer's own objects once the team is loaded;
+- :meth:`save_extra` / :meth:`load_extra`: write / read the trainer's own files in a checkpoint (JSON-able
+  values belong in ``state.trainer_state``, which is checkpointed already);
+- ``refresh_reference`` (class attribute, default True): copy the weights into the KL reference policy at
+  the start of every RL iteration (when ``beta > 0``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from joy_agents.memory import MemoryConfig
+from joy_trainers.rl.config import RLConfig
+from joy_trainers.rl.distributed import shard
+from joy_trainers.rl.loop import finish, prepare, resume_or_evaluate, run_steps
+from joy_trainers.rl.metrics import StepOutput, Timer, metrics_row
+from joy_trainers.rl.state import RunState
+from joy_trainers.rundir import RunDir
+
+
+class RLTrainer:
+    """The shared skeleton of an RL trainer (see the module documentation); subclasses write :meth:`step`."""
+
+    name: str = ""
+    """The trainer's name (``joy-train --trainer NAME``)."""
+    config_class: type = RLConfig
+    """Its Config dataclass (extends :class:`~joy_trainers.rl.RLConfig`)."""
+    presets: dict[str, dict[str, Any]] = {}
+    """Named sets of config values (``joy-train --preset NAME``)."""
+    refresh_reference: bool = True
+    """Copy the current weights into the KL reference policy at the start of every RL iteration."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.run = RunDir(config.output_dir, self.name)
+
+    def train(self) -> dict[str, Any]:
+        """Run every step, evaluate and write the run directory; returns ``results.json``'s contents (an empty
+        dict on processes other than the main one)."""
+        state = prepare(self.run, self.config, self.memory_config())
+        self.init_state(state)
+        resume_or_evaluate(self.run, state, load_extra=self.load_extra)
+        state.save_extra = self.save_extra
+        run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference)
+        return finish(self.run, state, self.name)
+
+    def run_step(self, state: RunState, step: int) -> dict[str, Any]:
+        """One step: this process's share of the step's tasks, :meth:`step`, and its metrics row."""
+        tasks = shard(state.batch_tasks(step, self.config.tasks_per_step))
+        timer = Timer()
+        out = self.step(state, step, tasks, timer)
+        if out.timer is None:
+            out.timer = timer
+        return metrics_row(state, step, out)
+
+    def step(self, state: RunState, step: int, tasks: list[int], timer: Timer) -> StepOutput:
+        """One training step on ``tasks`` (this process's share of the step's tasks); time its phases with
+        ``with timer("rollout"): ...``. Every process calls it for every step."""
+        raise NotImplementedError(f"{type(self).__name__} must define step(state, step, tasks, timer)")
+
+    # ------------------------------------------------------------------------------------------- hooks
+    def memory_config(self) -> MemoryConfig | None:
+        """Memory banks of the roles (None: no memory)."""
+        return None
+
+    def init_state(self, state: RunState) -> None:
+        """Build the trainer's own objects once the team is loaded, before a checkpoint is resumed."""
+
+    def save_extra(self, directory: Path) -> None:
+        """Write the trainer's own files into a checkpoint being written (before it is published)."""
+
+    def load_extra(self, directory: Path) -> None:
+        """Read them back from the checkpoint ``--resume`` continues from."""

@@ -1,0 +1,90 @@
+"""Every name that plugins, benchmarks, examples, tests or the README import from JoyAgents keeps importing,
+from the place it was imported from, under both spellings (``from M import X`` and ``M.X``)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "joy_env": [
+        "Domain", "EnvSpec", "SPLITS", "SubTask", "Task", "Tool", "ToolContext", "ToolError", "database",
+        "expert_action", "list_envs", "make", "register_env", "run_expert_episode",
+    ],
+    "joy_agents": [
+        "Branch", "MemoryBank", "MemoryConfig", "Node", "RolloutConfig", "RolloutEngine", "Sample",
+        "SamplingConfig", "TeamConfig", "TeamPolicy", "Trajectory", "build_tiny_model", "expert_policy",
+        "summarize",
+    ],
+    "joy_trainers": ["ENTRY_POINT_GROUP", "TRAINERS", "Trainer", "available_trainers", "rl"],
+    # the 36 names of the single-module joy_trainers.rl, the plugin SDK
+    "joy_trainers.rl": [
+        "Group", "MetricsLog", "RLConfig", "ReferencePolicy", "RunDir", "RunState", "Timer", "UpdateConfig",
+        "advantages_of", "all_gather_objects", "all_reduce_sum", "checkpoint", "evaluate", "evolve_memory",
+        "finish", "latest_checkpoint", "load_checkpoint", "make_optimizers", "outcome_of", "plot_rewards",
+        "policy_update", "run_steps", "save_checkpoint", "select_global", "select_top_k", "setup", "sft_team",
+        "shard", "step_row", "tiny_sft_dir", "tiny_sft_values", "trajectory_groups", "update_config",
+        "update_roles", "update_selected", "world",
+    ],
+    "joy_trainers.sft": [
+        "LOSSES", "PRESETS", "SFTConfig", "SFTTrainer", "TINY_MAX_PROMPT_TOKENS", "bucketed_order", "collate_left",
+        "collate_shared_prefix", "completion_loss", "evaluate_team", "prefix_groups", "prefix_sharing_supported",
+        "resolve_model", "results_table", "sft_rows", "shared_prefix_length", "write_run",
+    ],
+    "joy_trainers.losses": ["LOSS_TYPES", "gae", "group_advantages", "kl_k3", "policy_loss", "value_loss"],
+    "joy_trainers.cli": ["build_config", "eval_main", "load_trainer", "parse_overrides", "train_main"],
+    "joy_trainers.grpo": ["GRPOConfig", "GRPOTrainer", "PRESETS"],
+    "joy_trainers.joyagents_grpo": ["JoyAgentsGRPOConfig", "JoyAgentsGRPOTrainer", "PRESETS"],
+    "joy_trainers.mappo": ["Critic", "MAPPOConfig", "MAPPOTrainer", "PRESETS", "global_states", "turn_rewards"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_public_names_still_import(module):
+    # `from M import X` is __import__(M, fromlist=[X]): it also imports a submodule M.X
+    imported = __import__(module, fromlist=PUBLIC[module])
+    missing = [name for name in PUBLIC[module] if not hasattr(imported, name)]
+    assert not missing, f"{module} lost {missing}"
+    assert importlib.import_module(module) is imported  # and the `import M; M.X` spelling sees the same
+
+
+def test_rl_submodules_and_the_package_hold_the_same_objects():
+    from joy_trainers import rl
+    from joy_trainers.rl import checkpoints, groups, loop, metrics, update
+
+    assert rl.policy_update is update.policy_update and rl.Group is groups.Group
+    assert rl.save_checkpoint is checkpoints.save_checkpoint and rl.run_steps is loop.run_steps
+    assert rl.step_row is metrics.step_row and set(rl.__all__) >= set(PUBLIC["joy_trainers.rl"])
+    for name in rl.__all__:
+        assert hasattr(rl, name), name
+
+
+def test_evaluation_and_run_writing_live_outside_sft_and_are_reexported_there():
+    from joy_trainers import evaluation, rundir, sft
+
+    assert sft.evaluate_team is evaluation.evaluate_team
+    assert sft.results_table is rundir.results_table
+
+
+def _imports(path):
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+
+
+def test_packages_import_downwards_only_and_trainer_modules_stay_readable():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for package, above in (("joy_env", {"joy_agents", "joy_trainers"}), ("joy_agents", {"joy_trainers"})):
+        for path in (root / package).rglob("*.py"):
+            bad = [m for m in _imports(path) if m.split(".")[0] in above]
+            assert not bad, f"{path.relative_to(root)} imports {bad}; joy_env <- joy_agents <- joy_trainers"
+    for path in (root / "joy_trainers").rglob("*.py"):
+        lines = len(path.read_text().splitlines())
+        assert lines <= 800, f"{path.relative_to(root)} has {lines} lines; split it along its sections"
