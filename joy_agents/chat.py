@@ -18,9 +18,12 @@ Truncation. :func:`fit_prompt` cuts a prompt that is longer than a limit by leav
 conversation* (an assistant turn and the tool results or messages after it), never the system message (with
 the tools) nor the request (the first user message): a role keeps its instructions, its tools and its task, and
 loses the oldest steps of its work. Only when the system message, the request and the latest turn alone do
-not fit are tokens cut, from the middle: the system block is kept whole and the prompt's end fills the rest;
-and only when the system block alone is longer than the limit does the prompt keep its last tokens (a limit
-set too low for the role's instructions and tools: a warning names the fix).
+not fit are tokens cut, from the middle: the system message and the request are kept whole and the prompt's
+end fills the rest (at least a quarter of the limit; else the request is cut too and only the system message
+is kept); and only when the system message alone is longer than the limit does the prompt keep its last
+tokens (a limit set too low for the role's instructions and tools: a warning names the fix). A compact prompt
+(``prompt_style="compact"``: the role's name as system message, no tools) is cut the same way: it keeps its
+role tag and its request, and loses the middle of its conversation.
 The result says whether the prompt was cut (``FittedPrompt.truncated``), which the rollout engine counts
 (``prompts_truncated`` in evaluation metrics, ``prompts/truncated`` in RL step logs).
 
@@ -38,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FittedPrompt", "fit_prompt", "render_prompt", "template_renders_tools", "tools_text"]
+__all__ = ["FittedPrompt", "fit_prompt", "prompt_head", "render_prompt", "template_renders_tools", "tools_text"]
 
 TOOLS_HEADER = '\n\n# Tools\nCall a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call>.'
 """First lines of :func:`tools_text` (the same as the tiny model's chat template)."""
@@ -194,7 +197,8 @@ def fit_prompt(
     add_generation_prompt: bool = True,
 ) -> FittedPrompt:
     """The prompt of ``messages`` (+ ``tools``) in at most ``max_tokens`` tokens, leaving out the oldest turns
-    first and never the system message, its tools or the request (see the module documentation).
+    first, then tokens from the middle, and never the system message, its tools or the request (see the module
+    documentation).
 
     When the system message with its tools alone is longer than ``max_tokens`` (a limit set too low), the prompt
     keeps its last ``max_tokens`` tokens, with a warning, and ``system_cut`` says so.
@@ -209,8 +213,7 @@ def fit_prompt(
     ids = render(messages)
     if len(ids) <= max_tokens:
         return FittedPrompt(ids)
-    head = 1 if messages and messages[0].get("role") == "system" else 0
-    first = head + 1 if len(messages) > head and messages[head].get("role") == "user" else head
+    head, first = _head_ends(messages)
     starts = _turn_starts(messages, first)
     kept = messages
     # drop the k oldest turns (k = 1 .. all but the last); binary search for the smallest k that fits
@@ -230,29 +233,58 @@ def fit_prompt(
         kept = messages[:first] + messages[starts[-1] :]
         ids = render(kept)
     dropped = len(messages) - len(kept)
-    # the system block (with its tools) and the prompt's last tokens
-    head_ids = _system_block(tokenizer, messages[:head], tools) if head or tools else []
-    if head_ids and ids[: len(head_ids)] != head_ids:
-        head_ids = []  # a template that does not write the system message first: keep the end only
-    room = max_tokens - len(head_ids)
-    if room < 1:
-        warnings.warn(
-            f"the system message and tools of a prompt are longer than the prompt limit of {max_tokens} tokens: "
-            f"the prompt keeps its last {max_tokens} tokens and loses them; raise the limit "
-            "(max_prompt_tokens / max_length) or use prompt_style='compact'",
-            UserWarning,
-            stacklevel=2,
-        )
-        return FittedPrompt(ids[len(ids) - max_tokens :], True, dropped, len(ids) - max_tokens, system_cut=True)
-    cut = len(ids) - len(head_ids) - room
-    return FittedPrompt(head_ids + ids[len(ids) - room :], True, dropped, cut)
+    # the head (the system message with its tools, then the request; or the system block alone when the request
+    # leaves too little room for the prompt's end) and the prompt's last tokens: the middle is cut
+    head_too_long = False
+    for head_messages, min_room in ((messages[:first], max(1, max_tokens // 4)), (messages[:head], 1)):
+        head_ids: list[int] = []
+        if head_messages or tools:
+            head_ids = _head_block(tokenizer, head_messages, tools)
+            if not head_ids or ids[: len(head_ids)] != head_ids:
+                continue  # a template that does not write these messages first (alone)
+        room = max_tokens - len(head_ids)
+        if room >= min_room:
+            return FittedPrompt(head_ids + ids[len(ids) - room :], True, dropped, len(ids) - len(head_ids) - room)
+        head_too_long = True
+    if not head_too_long:  # nothing to keep at the start: the prompt's last tokens
+        return FittedPrompt(ids[len(ids) - max_tokens :], True, dropped, len(ids) - max_tokens)
+    warnings.warn(
+        f"the system message and tools of a prompt are longer than the prompt limit of {max_tokens} tokens: "
+        f"the prompt keeps its last {max_tokens} tokens and loses them; raise the limit "
+        "(max_prompt_tokens / max_length) or use prompt_style='compact'",
+        UserWarning,
+        stacklevel=2,
+    )
+    return FittedPrompt(ids[len(ids) - max_tokens :], True, dropped, len(ids) - max_tokens, system_cut=True)
 
 
-def _system_block(
-    tokenizer: Any, system: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
+def _head_ends(messages: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """How many first messages are the system message (0 or 1), and how many are it and the request."""
+    head = 1 if messages and messages[0].get("role") == "system" else 0
+    first = head + 1 if len(messages) > head and messages[head].get("role") == "user" else head
+    return head, first
+
+
+def prompt_head(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
 ) -> list[int]:
-    """The ids the template writes for the system message (with its tools) alone ([] if it cannot render it)."""
+    """The ids that start the prompt of ``messages`` (+ ``tools``) for the system message with its tools and the
+    request (the first user message): what truncation always keeps. [] when the template does not write them
+    first on their own."""
+    first = _head_ends(messages)[1]
+    if not first:
+        return []
+    head_ids = _head_block(tokenizer, messages[:first], tools)
+    whole = render_prompt(tokenizer, messages, tools, add_generation_prompt=False)
+    return head_ids if head_ids and whole[: len(head_ids)] == head_ids else []
+
+
+def _head_block(
+    tokenizer: Any, head: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
+) -> list[int]:
+    """The ids the template writes for the first messages ``head`` (the system message with its tools, and maybe
+    the request) alone, without a generation prompt ([] if it cannot render them)."""
     try:
-        return render_prompt(tokenizer, system, tools, add_generation_prompt=False)
+        return render_prompt(tokenizer, head, tools, add_generation_prompt=False)
     except Exception:  # e.g. a template that needs a user message
         return []

@@ -203,14 +203,87 @@ def test_truncation_cuts_the_middle_when_turns_are_not_enough_and_warns_when_the
     tok = team.tokenizer_for("math")
     msgs = _conversation(1)
     msgs[-1]["content"] = "result " * 300  # one huge tool result
-    system_block = render_prompt(tok, msgs[:1], None, add_generation_prompt=False)
-    fitted = fit_prompt(tok, msgs, None, len(system_block) + 40)
-    assert fitted.truncated and fitted.cut_tokens > 0 and len(fitted.ids) == len(system_block) + 40
-    assert fitted.ids[: len(system_block)] == system_block  # the system block whole
+    head_block = render_prompt(tok, msgs[:2], None, add_generation_prompt=False)  # system message and request
+    fitted = fit_prompt(tok, msgs, None, len(head_block) + 40)
+    assert fitted.truncated and fitted.cut_tokens > 0 and len(fitted.ids) == len(head_block) + 40
+    assert fitted.ids[: len(head_block)] == head_block  # the system message and the request whole
     assert tok.decode(fitted.ids).endswith("<|im_end|>\n<|im_start|>assistant\n")
+    # a request that leaves less than a quarter of the limit for the prompt's end: the system message alone is kept
+    msgs[1]["content"] = "What is 12 * 7 + 5? " * 40
+    system_block = render_prompt(tok, msgs[:1], None, add_generation_prompt=False)
+    limit = len(system_block) + 60
+    assert len(render_prompt(tok, msgs[:2], None, add_generation_prompt=False)) > limit - limit // 4
+    fitted = fit_prompt(tok, msgs, None, limit)
+    assert fitted.ids[: len(system_block)] == system_block and len(fitted.ids) == limit
+    assert not fitted.system_cut
     with pytest.warns(UserWarning, match="longer than the prompt limit of 10 tokens"):
         tiny_limit = fit_prompt(tok, msgs, None, 10)
     assert tiny_limit.system_cut and len(tiny_limit.ids) == 10
+
+
+@pytest.fixture(scope="module")
+def tiny_base_tok():
+    from transformers import AutoTokenizer
+
+    from joy_agents.tiny import tiny_base_dir
+
+    return AutoTokenizer.from_pretrained(str(tiny_base_dir()))
+
+
+def test_compact_prompts_keep_the_role_tag_and_the_request(tiny_base_tok):
+    """Compact prompts (the tiny presets' style: the role's name as system message, no tools) lose their oldest
+    turns, then the middle of the conversation; the role tag and the request stay."""
+    from joy_agents.policy import prompt_view
+
+    tok = tiny_base_tok
+    messages, tools = prompt_view("compact", "math", _conversation(30), [CALC])
+    assert tools is None and messages[0] == {"role": "system", "content": "math"}
+    whole = render_prompt(tok, messages, None)
+    fitted = fit_prompt(tok, messages, None, len(whole) // 3)
+    text = tok.decode(fitted.ids)
+    assert fitted.truncated and fitted.dropped_messages > 0 and fitted.cut_tokens == 0
+    assert text.startswith("<|im_start|>system\nmath<|im_end|>\n<|im_start|>user\nWhat is 12 * 7 + 5?<|im_end|>")
+    assert "step 0 of" not in text and "step 29 of the work" in text and text.endswith("<|im_start|>assistant\n")
+    # the latest turn alone is too long: the middle is cut, the role tag and the request kept
+    messages[-1]["content"] = "result " * 400
+    fitted = fit_prompt(tok, messages, None, 416)
+    text = tok.decode(fitted.ids)
+    assert len(fitted.ids) == 416 and fitted.cut_tokens > 0 and not fitted.system_cut
+    assert text.startswith("<|im_start|>system\nmath<|im_end|>\n<|im_start|>user\nWhat is 12 * 7 + 5?<|im_end|>")
+    assert text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    # before: prompts were cut from the left and lost both
+    assert not tok.decode(render_prompt(tok, messages, None)[-416:]).startswith("<|im_start|>system\nmath")
+
+
+def test_sft_conversation_rows_keep_the_role_tag_and_the_request_when_cut(tiny_base_tok):
+    from joy_agents.sft_data import Example, conversation_rows, styled, tokenize_example
+
+    tok = tiny_base_tok
+    msgs = _conversation(12)
+    # one role's conversation: an example per expert turn (its calls), then the answer
+    group = [
+        Example("math", tuple(msgs[: 2 + 2 * k]), (CALC,), msgs[2 + 2 * k]["content"], "t0", "math")
+        for k in range(12)
+    ] + [Example("math", tuple(msgs), (CALC,), "<answer>89</answer>", "t0", "math")]
+    group = styled(group, "compact")
+    whole = tokenize_example(tok, group[-1])["input_ids"]
+    head = render_prompt(tok, list(group[-1].messages[:2]), None, add_generation_prompt=False)
+    max_length = len(whole) // 3
+    rows = conversation_rows(tok, group, max_length)
+    assert len(rows) > 1 and all(len(r["input_ids"]) <= max_length for r in rows)
+    for r in rows:  # every row starts with the role tag and the request
+        assert r["input_ids"][: len(head)] == head and all(v == -100 for v in r["labels"][: len(head)])
+    labelled = sorted(t for r in rows for t in r["labels"] if t != -100)
+    per_turn = [tokenize_example(tok, ex) for ex in group]
+    assert labelled == sorted(t for r in per_turn for t in r["labels"] if t != -100)  # each turn once
+    last = rows[0]  # the row of the conversation's end: head, then the text before the answer
+    assert tok.decode(last["input_ids"]).endswith("<answer>89</answer><|im_end|>")
+    # one row per turn (the adapter stage's rows) is cut as the rollout engine cuts the prompt
+    row = tokenize_example(tok, group[-1], max_length)
+    completion = [t for t in row["labels"] if t != -100]
+    assert row["input_ids"] == fit_prompt(tok, list(group[-1].messages), None, max_length - len(completion)).ids + (
+        completion
+    )
 
 
 def test_sft_rows_are_cut_like_rollout_prompts(team):
@@ -417,3 +490,43 @@ def test_smollm2_shared_prefix_logprobs_equal_unshared(smol_dir):
     for s, a, b in zip(samples, shared, plain, strict=True):
         assert torch.allclose(a, b, atol=1e-4, rtol=0)
         assert torch.allclose(torch.tensor(s.logprobs), a, atol=1e-4, rtol=0)
+
+
+# ------------------------------------------------------------------------------------------ presets and metrics
+def test_rl_runs_on_smollm2_fine_tune_it_with_the_sft_smol_preset():
+    from joy_trainers import grpo, joyagents_grpo, mappo
+    from joy_trainers.rl import sft_team, tiny_sft_dir, tiny_sft_values
+    from joy_trainers.sft import PRESETS, SMOL_MODEL, SFTConfig
+
+    smol = tiny_sft_values(SMOL_MODEL, 3, {"sft_tasks": 5})
+    assert smol["model"] == SMOL_MODEL and smol["seed"] == 3 and smol["sft_tasks"] == 5
+    assert smol["base_epochs"] == 0.0 and smol["max_length"] == PRESETS["smol"]["max_length"]  # LoRA only
+    assert smol["eval_tasks"] == 0 and smol["output_dir"] is None
+    assert tiny_sft_values("tiny-base", 0)["max_length"] == PRESETS["tiny"]["max_length"]
+    assert tiny_sft_dir(SMOL_MODEL) != tiny_sft_dir("tiny-base")
+    SFTConfig.from_dict({**PRESETS["smol"], "sft_tasks": 5})  # a valid config
+    for trainer, config_class in (
+        (grpo, grpo.GRPOConfig),
+        (joyagents_grpo, joyagents_grpo.JoyAgentsGRPOConfig),
+        (mappo, mappo.MAPPOConfig),
+    ):
+        preset = trainer.PRESETS["smol"]
+        assert preset["model"] == SMOL_MODEL and preset["max_prompt_tokens"] <= PRESETS["smol"]["max_length"]
+        config_class.from_dict(dict(preset))
+    with pytest.raises(ValueError, match="needs sft_run.*smollm2-135m-instruct"):
+        sft_team(None, "Qwen/Qwen2.5-3B-Instruct", 0)
+
+
+def test_metrics_row_counts_truncated_prompts():
+    from types import SimpleNamespace as NS
+
+    from joy_trainers.rl.metrics import StepOutput, metrics_row
+
+    def trajectory(*cut):
+        nodes = [NS(prompt_truncated=c) for c in cut]
+        return NS(reward=1.0, success=True, domain="math", generated_tokens=3, nodes=nodes)
+
+    state = NS(config=NS(steps_per_iteration=2), tokens_total=0, team=NS(roles=("math",)), banks={}, wall=0.0)
+    out = StepOutput(trajectories=[trajectory(True, False), trajectory(False)], continuations=[trajectory(True)])
+    row = metrics_row(state, 0, out)
+    assert row["prompts/truncated"] == 2 and row["charts/tokens_generated"] == 9
