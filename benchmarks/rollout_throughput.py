@@ -20,7 +20,8 @@ Figures (measured in this one run):
   node's prompt, and the start all of a role's prompts share, prefilled once) over off (every row prefilled on
   its own); each repeat runs both settings back to back (alternating which goes first), and the figure is the
   median over ``--shared-repeats`` repeats of the per-repeat ratio (``..._totals``: over summed times).
-  ``--shared-only`` measures only this.
+  ``--shared-only`` measures only this. ``--cpu-time`` times it in CPU seconds of this process instead of wall
+  seconds: with ``--threads 1``, a figure that other jobs on a shared machine barely move (``clock`` in the JSON).
 * ``adapter_team_memory_ratio``: bytes of every parameter and buffer of the five-role team (one base,
   five LoRA adapters of rank ``--lora-r``; shared storage counted once) over those of one plain model
   (goal <= 1.2); ``adapter_team_memory_ratio_qwen2.5_0.5b``: the same for a Qwen2.5-0.5B-sized model in
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-nodes", type=int, default=4, help="nodes branched per trajectory")
     parser.add_argument("--shared-repeats", type=int, default=2, help="timed runs of each setting, alternating")
     parser.add_argument("--shared-only", action="store_true", help="only the shared-vs-unshared figure")
+    parser.add_argument("--cpu-time", action="store_true", help="time the shared figure in CPU seconds of this process")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --cpu-time)")
     args = parser.parse_args(argv)
 
     from transformers import AutoModelForCausalLM
@@ -62,6 +65,8 @@ def main(argv: list[str] | None = None) -> dict:
     from joy_agents.rollout import RolloutConfig, RolloutEngine
     from joy_trainers.sft import resolve_model
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     path = resolve_model(args.model, args.seed)
     team = TeamPolicy(TeamConfig(model=path, lora_r=args.lora_r, lora_alpha=2 * args.lora_r))
@@ -188,16 +193,17 @@ def shared_vs_unshared(team, args) -> dict:
 
     by_role = node_prompts(team, args.env, args.node_tasks, args.max_nodes, args.seed)
     sampling = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
+    clock = time.process_time if args.cpu_time else time.perf_counter
     runs: dict[bool, list[tuple[int, float]]] = {True: [], False: []}  # (tokens, seconds) per repeat
     for repeat in range(args.shared_repeats):
         for share in (True, False) if repeat % 2 == 0 else (False, True):
             team.config.share_prefix = share
             torch.manual_seed(args.seed + repeat)
-            tokens, start = 0, time.perf_counter()
+            tokens, start = 0, clock()
             for role, prompts in by_role.items():
                 out = team.generate(role, prompts, sampling, num_samples=args.group_size)
                 tokens += sum(len(s.completion_ids) for group in out for s in group)
-            runs[share].append((tokens, time.perf_counter() - start))
+            runs[share].append((tokens, clock() - start))
     team.config.share_prefix = True
     shared_tps, unshared_tps = (sum(t for t, _ in runs[k]) / sum(s for _, s in runs[k]) for k in (True, False))
     # each repeat ran both settings back to back: the median of the per-repeat ratios resists load spikes
@@ -208,6 +214,9 @@ def shared_vs_unshared(team, args) -> dict:
         "branched_nodes": nodes,
         "mean_node_prompt_tokens": sum(len(p) for ps in by_role.values() for p in ps) / max(nodes, 1),
         "max_new_tokens": args.max_new_tokens,
+        "clock": "cpu" if args.cpu_time else "wall",
+        "shared_tokens": sum(t for t, _ in runs[True]),
+        "unshared_tokens": sum(t for t, _ in runs[False]),
         "shared_tokens_per_s": shared_tps,
         "unshared_tokens_per_s": unshared_tps,
         "ratio_shared_vs_unshared": statistics.median(per_repeat),
