@@ -1156,11 +1156,9 @@ class TeamPolicy:
                 model.save_pretrained(d)
                 self._tokenizers[role].save_pretrained(d)
         cfg = self.config.to_dict()
-        if os.path.exists(cfg["model"]):  # a directory or a .gguf file
-            cfg["model"] = os.path.abspath(cfg["model"])
-        cfg["separate_models"] = {
-            r: os.path.abspath(p) if os.path.exists(p) else p for r, p in cfg["separate_models"].items()
-        }
+        team_dir = os.path.abspath(path)
+        cfg["model"] = _stored_model_path(cfg["model"], team_dir)
+        cfg["separate_models"] = {r: _stored_model_path(p, team_dir) for r, p in cfg["separate_models"].items()}
         with open(os.path.join(path, _TEAM_FILE), "w", encoding="utf-8") as f:
             json.dump({"format": _TEAM_FORMAT, "config": cfg}, f, indent=2, sort_keys=True)
 
@@ -1188,5 +1186,37 @@ class TeamPolicy:
         unknown = sorted(set(overrides) - fields)
         if unknown:
             raise TypeError(f"unknown TeamConfig fields {unknown}; valid fields: {sorted(fields)}")
-        config = TeamConfig(**{**data["config"], **overrides})
+        saved = dict(data["config"])
+        saved["model"] = _loaded_model_path(saved["model"], path, file)
+        saved["separate_models"] = {
+            r: _loaded_model_path(p, path, file) for r, p in saved.get("separate_models", {}).items()
+        }
+        config = TeamConfig(**{**saved, **overrides})
         return cls(config, adapters_dir=path)
+
+
+def _stored_model_path(model: str, team_dir: str) -> str:
+    """How ``team.json`` names a model: a local directory inside the team's run directory (e.g. the ``sft``
+    trainer's ``base/``) relative to the team (``../base``), so the run can be moved; another local
+    directory or ``.gguf`` file as an absolute path; a hub name (or ``smollm2-135m-instruct``) as it is."""
+    if not os.path.exists(model):
+        return model
+    model = os.path.abspath(model)
+    run_dir = os.path.dirname(team_dir)
+    if os.path.commonpath([model, run_dir]) == run_dir:
+        rel = os.path.relpath(model, team_dir)
+        return rel if rel.startswith(".") else f"./{rel}"
+    return model
+
+
+def _loaded_model_path(model: str, team_dir: str, file: str) -> str:
+    """The model a saved team names: a path relative to the team resolved against it; a local path that is
+    not there is an error naming it (a hub name is left to ``from_pretrained``)."""
+    if model.startswith(("./", "../")):
+        model = os.path.normpath(os.path.join(os.path.abspath(team_dir), model))
+    if (os.path.isabs(model) or model.startswith("~")) and not os.path.exists(os.path.expanduser(model)):
+        raise FileNotFoundError(
+            f"{file} names the model {model}, which does not exist (was it or the run moved?); put it back or "
+            f"edit \"model\" in {file}"
+        )
+    return model

@@ -187,7 +187,7 @@ class RolloutEngine:
         if self.progress and len(envs) > 1:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(envs), desc=f"rollout {self.split}", unit="ep", leave=False)
+            bar = tqdm(total=len(envs), desc=f"rollout {self.split}", unit="ep")
         while not all(done):
             pending: dict[str, list[int]] = defaultdict(list)
             for i, env in enumerate(envs):

@@ -60,6 +60,7 @@ end up sharing one complete build. The same seed gives byte-identical ``tokenize
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -76,6 +77,11 @@ from typing import Any
 import joy_env
 from joy_env.builtin import ENV_IDS
 from joy_env.expert import expert_action
+
+try:
+    import fcntl  # POSIX file locks for the cache (a stdlib module that Windows lacks)
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +193,42 @@ def default_cache_dir() -> pathlib.Path:
     env = os.environ.get("JOY_CACHE_DIR")
     return pathlib.Path(env).expanduser() if env else pathlib.Path.home() / ".cache" / "joyagents"
 
+
+def cache_locks_work() -> bool:
+    """Whether :func:`cache_lock` really locks here (POSIX); without it a process must not remove a temporary
+    directory it did not create."""
+    return fcntl is not None
+
+
+@contextlib.contextmanager
+def cache_lock(path: str | os.PathLike, waiting: str | None = None) -> Iterator[bool]:
+    """Hold an exclusive lock on the file ``path`` for the block, so that one process builds a cache entry
+    while the others wait for it (then find it built). Yields whether it had to wait; prints ``waiting``
+    first if so. The lock dies with its process, so a crashed builder never blocks the next one. Where
+    ``fcntl`` is missing (Windows) it does not lock: builds there still use private temporary directories."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield False
+        return
+    with open(path, "a+") as handle:
+        waited = False
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waited = True
+            if waiting:
+                print(waiting, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+TINY_MODELS = ("tiny-base", "tiny", "tiny-small")
+"""Model names of the embedded tiny models (no download): the shipped pretrained base (:func:`tiny_base_dir`)
+and the random-init builds of :func:`build_tiny_model` (sizes ``tiny`` and ``small``)."""
 
 TINY_BASE_DIR = pathlib.Path(__file__).parent / "assets" / "tiny-base"
 """Where the package ships the pretrained tiny base (built by ``joy-build-tiny-base``)."""
@@ -496,12 +538,33 @@ def build_tiny_model(
             "overwrite it (remove it or choose another out_dir)"
         )
 
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # one builder at a time: a second process waits, then finds the first one's build (and never swaps out
+    # a build another process is publishing)
+    with cache_lock(out.parent / f".{out.name}.lock", f"waiting for another process building {out}"):
+        if not force:  # another process may have built it while this one waited
+            info = _is_complete(out)
+            if info is not None:
+                _check_matches(out, info, wanted)
+                return out
+        return _build(out, shape, size, seed, corpus_tasks, force, wanted)
+
+
+def _build(
+    out: pathlib.Path,
+    shape: dict[str, int],
+    size: str,
+    seed: int,
+    corpus_tasks: int,
+    force: bool,
+    wanted: dict[str, Any],
+) -> pathlib.Path:
+    """Build the tiny model in a private temporary directory, then publish it at ``out`` (see ``_publish``)."""
     import torch
     from transformers import GenerationConfig, Qwen2ForCausalLM
 
     logger.info("building the %s tiny model (seed %d) into %s", size, seed, out)
     start = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         fingerprint = env_fingerprint()

@@ -7,6 +7,7 @@ joy-demo --env joy/mixed-v0 --episodes 200 --split test
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 import time
 from typing import Any
@@ -55,13 +56,33 @@ def summary(env: joy_env.JoyEnv, episodes: int, seed: int) -> dict[str, float]:
     return {"success_rate": wins / episodes, "mean_R": total / episodes, "turns_per_s": turns / elapsed}
 
 
+def _at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = f"integer >= {low}"  # argparse names the type in its error
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}; see {self.prog} --help", file=sys.stderr)  # one line
+        raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="joy-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", action="append", help="env id (repeatable); default: every built-in id")
     parser.add_argument("--split", default="test", choices=joy_env.SPLITS)
-    parser.add_argument("--episodes", type=int, default=50, help="episodes per env id for the summary")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--episodes", type=_at_least(1), default=50, help="episodes per env id for the summary")
+    parser.add_argument("--seed", type=_at_least(0), default=0)
     args = parser.parse_args(argv)
+    unknown = [e for e in args.env or [] if e not in joy_env.list_envs()]
+    if unknown:
+        parser.error(f"argument --env: unknown env id {unknown[0]!r} (valid: {', '.join(joy_env.list_envs())})")
     env_ids = args.env or [e for e in joy_env.list_envs() if e.startswith("joy/")]
     rows = []
     for env_id in env_ids:

@@ -3,11 +3,14 @@
     joy-train --trainer sft --preset tiny                  # build the tiny model, train, evaluate
     joy-train --trainer sft --config examples/configs/sft_qwen2.5-3b.yaml --output-dir runs/qwen
     joy-train --trainer sft --preset tiny --set eval_tasks=50 --set seed=1
-    joy-eval runs/sft-20261202-101500 --split test --tasks 200
     joy-train --trainer joyagents_grpo --list-options     # every option with its default and documentation
+    joy-train --trainer grpo --preset tiny --output-dir runs/g --resume      # continue a run after a crash
+    joy-eval runs/sft-20261202-101500 --split test --tasks 200
 
-A run directory (default ``runs/<trainer>-<timestamp>``) receives ``results.json``, ``results.md``,
-``training.png``, ``logs.json`` and the trained team (``team/``).
+A run directory (default ``runs/<trainer>-<timestamp>``) belongs to one run: a new run into a directory that
+holds something stops, unless ``--resume`` continues the run there or ``--overwrite`` replaces it. A mistake
+in the arguments (an unknown option or value, a missing file, an unwritable directory) is one line on
+stderr naming the option, the value and the fix, with exit status 2, before any long work starts.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import dataclasses
 import importlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +29,23 @@ import yaml
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
 from joy_trainers import available_trainers
+from joy_trainers.checks import check_env_id, check_team_dir, read_results
+from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import options_text
+from joy_trainers.rl.start import register_sft_run
 
 
 def load_trainer(name: str) -> type:
     """The trainer class registered under ``name`` (built in, or a plugin's entry point)."""
     trainers = available_trainers()
     if name not in trainers:
-        raise SystemExit(f"unknown trainer {name!r}; installed trainers: {', '.join(sorted(trainers))}")
+        raise UsageError(f"unknown trainer {name!r}; installed trainers: {', '.join(sorted(trainers))}")
     module, _, attr = trainers[name].partition(":")
     cls = getattr(importlib.import_module(module), attr)
     missing = [a for a in ("config_class", "train") if not hasattr(cls, a)]
     if missing:
-        raise SystemExit(f"trainer {name!r} ({trainers[name]}) lacks {missing}; see joy_trainers.Trainer")
+        raise UsageError(f"trainer {name!r} ({trainers[name]}) lacks {missing}; see joy_trainers.Trainer")
     return cls
 
 
@@ -55,10 +62,31 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set expects key=value, got {item!r}")
+        if not sep or not key.strip():
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}; e.g. --set seed=1")
         values[key.strip()] = _parse_value(raw)
     return values
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """The options in the YAML file ``path`` (a mapping of option: value)."""
+    file = Path(path)
+    if not file.exists():
+        raise UsageError(f"--config {path}: no such file; pass the path of a YAML file of option: value lines")
+    if not file.is_file():
+        raise UsageError(f"--config {path} is a directory, not a YAML file; pass the file's path")
+    try:
+        loaded = yaml.safe_load(file.read_text()) or {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--config {path} cannot be read ({exc}); pass a readable YAML file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise UsageError(f"--config {path} is not valid YAML ({problem}{where}); fix the file") from None
+    if not isinstance(loaded, dict):
+        raise UsageError(f"--config {path}: expected a mapping of option: value, got a {type(loaded).__name__}")
+    return loaded
 
 
 def build_config(trainer: type, preset: str | None, config_file: str | None, overrides: list[str]) -> Any:
@@ -67,25 +95,60 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
     if preset:
         presets = getattr(trainer, "presets", {})
         if preset not in presets:
-            raise SystemExit(f"unknown preset {preset!r} for {trainer.name}; presets: {', '.join(presets) or 'none'}")
+            raise UsageError(f"unknown preset {preset!r} for {trainer.name}; presets: {', '.join(presets) or 'none'}")
         values.update(presets[preset])
     if config_file:
-        with open(config_file) as f:
-            loaded = yaml.safe_load(f) or {}
-        if not isinstance(loaded, dict):
-            raise SystemExit(f"{config_file}: expected a mapping of option: value, got {type(loaded).__name__}")
-        values.update(loaded)
+        values.update(read_config_file(config_file))
     values.update(parse_overrides(overrides))
     try:
         return trainer.config_class.from_dict(values)
+    except UsageError:
+        raise
     except (TypeError, ValueError) as exc:
-        raise SystemExit(f"invalid configuration: {exc}") from None
+        raise UsageError(f"invalid configuration: {exc}") from None
+
+
+def _nonnegative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+_nonnegative.__name__ = "integer >= 0"  # argparse names the type in its error
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+_positive.__name__ = "integer >= 1"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``PROG: error: ...``, exit status 2) like the rest of the CLI."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        _fail(self.prog, f"{message}; see {self.prog} --help")
+
+
+def _fail(prog: str, message: str) -> None:
+    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _run(prog: str, main: Callable[[], None]) -> None:
+    try:
+        main()
+    except UsageError as exc:
+        _fail(prog, str(exc))
 
 
 def train_main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="joy-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _Parser(prog="joy-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trainer", required=True, help="a trainer name, e.g. sft, grpo, joyagents_grpo")
     parser.add_argument(
         "--list-options", action="store_true", help="print every option of the trainer with its default and exit"
@@ -93,23 +156,33 @@ def train_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preset", help="named configuration, e.g. tiny")
     parser.add_argument("--config", help="YAML file of configuration values")
     parser.add_argument("--output-dir", help="run directory (default runs/<trainer>-<timestamp>)")
-    parser.add_argument("--seed", type=int, help="seed (overrides the preset / config)")
+    parser.add_argument("--seed", type=_nonnegative, help="seed (overrides the preset / config)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one option")
-    parser.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
     args = parser.parse_args(argv)
+    _run("joy-train", lambda: _train(args))
+
+
+def _train(args: argparse.Namespace) -> None:
     trainer_cls = load_trainer(args.trainer)
     if args.list_options:
         print(f"options of {args.trainer} ({trainer_cls.config_class.__name__}); set them with --set NAME=VALUE,")
         print(f"a YAML --config file or a --preset ({', '.join(getattr(trainer_cls, 'presets', {})) or 'none'}):\n")
         print(options_text(trainer_cls.config_class), end="")
         return
+    fields = {f.name for f in dataclasses.fields(trainer_cls.config_class)}
     overrides = list(args.set)
     if args.resume:
-        if "resume" not in {f.name for f in dataclasses.fields(trainer_cls.config_class)}:
-            raise SystemExit(f"trainer {args.trainer!r} does not checkpoint; --resume is not available for it")
+        if "resume" not in fields:
+            raise UsageError(f"trainer {args.trainer!r} does not checkpoint; --resume is not available for it")
         if not args.output_dir:
-            raise SystemExit("--resume needs --output-dir: the run directory to continue")
+            raise UsageError("--resume needs --output-dir: the run directory to continue")
         overrides.append("resume=true")
+    if args.overwrite:
+        if "overwrite" not in fields:
+            raise UsageError(f"trainer {args.trainer!r} has no overwrite option; pass another --output-dir")
+        overrides.append("overwrite=true")
     if args.output_dir:
         overrides.append(f"output_dir={json.dumps(args.output_dir)}")
     if args.seed is not None:
@@ -120,6 +193,8 @@ def train_main(argv: list[str] | None = None) -> None:
     run_dir = getattr(trainer, "run_dir", None) or getattr(getattr(trainer, "run", None), "path", None)
     if not results:  # not the main process
         return
+    if results.get("trainer") == "sft" and run_dir and isinstance(results.get("config"), dict):
+        register_sft_run(Path(run_dir), results["config"])  # RL presets with the same settings reuse its team
     print(
         json.dumps({k: results[k] for k in ("trainer", "env_id", "split", "wall_s", "metrics")}, indent=2, default=str)
     )
@@ -128,21 +203,40 @@ def train_main(argv: list[str] | None = None) -> None:
 
 
 def eval_main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="joy-eval", description="Evaluate a saved team on a split.")
+    parser = _Parser(prog="joy-eval", description="Evaluate a saved team on a split.")
     parser.add_argument("run_dir", help="a run directory written by joy-train (holds team/ and results.json)")
     parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
-    parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default: as in the run)")
+    parser.add_argument("--tasks", type=_positive, default=None, help="number of tasks (default: as in the run)")
     parser.add_argument("--env", default=None, help="env id (default: the run's)")
     args = parser.parse_args(argv)
+    _run("joy-eval", lambda: _evaluate(args))
+
+
+def _evaluate(args: argparse.Namespace) -> None:
     run = Path(args.run_dir)
-    if not (run / "team").is_dir():
-        raise SystemExit(f"{run} has no team/ directory; pass a run directory written by joy-train")
-    saved = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
-    cfg = saved.get("config", {})
+    if not run.is_dir():
+        raise UsageError(f"run directory {run} does not exist; pass a run directory written by joy-train")
+    check_team_dir(run / "team", "run directory")
+    saved = read_results(run)
+    if not saved:
+        raise UsageError(
+            f"{run} has no results.json yet: the run is still running or stopped before its end; wait for it, or "
+            "continue it with joy-train --resume"
+        )
+    cfg = saved.get("config")
+    if not isinstance(cfg, dict):
+        raise UsageError(f"{run}/results.json holds no config: it was not written by joy-train")
     env_id = args.env or saved.get("env_id", "joy/mixed-v0")
+    check_env_id(env_id, "--env")
     tasks = args.tasks or cfg.get("eval_tasks") or 200
-    limits = eval_limits(cfg)  # the view the team was trained and evaluated on
-    team = TeamPolicy.load(str(run / "team"))
+    try:
+        limits = eval_limits(cfg)  # the view the team was trained and evaluated on
+    except ValueError as exc:
+        raise UsageError(f"{run}/results.json: {exc}") from None
+    try:
+        team = TeamPolicy.load(str(run / "team"))
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
     memory = None
     if (run / "memory").is_dir():
         memory = {p.stem: MemoryBank.from_dict(json.loads(p.read_text())) for p in (run / "memory").glob("*.json")}

@@ -157,18 +157,19 @@ class MAPPOTrainer(rl.RLTrainer):
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.config.critic_lr)
 
     def save_extra(self, directory: Path) -> None:
-        """``critic.pt``: the value head, its optimiser and the running return statistics."""
-        returns = (self.value_mean, self.value_var, self.value_count)
+        """``critic.pt``: the value head, its optimiser and the running return statistics (tensors and
+        numbers only, loaded without unpickling anything else)."""
+        returns = [self.value_mean, self.value_var, self.value_count]
         state = {"head": self.critic.head.state_dict(), "optimizer": self.critic_opt.state_dict(), "returns": returns}
-        torch.save(state, directory / "critic.pt")
+        rl.save_tensors(state, directory / "critic.pt")
 
     def load_extra(self, directory: Path) -> None:
         if not (directory / "critic.pt").is_file():
-            return
-        saved = torch.load(directory / "critic.pt", weights_only=False)
+            raise rl.CheckpointError(f"{directory.name} lacks critic.pt (the critic of mappo)")
+        saved = rl.load_tensors(directory / "critic.pt")
         self.critic.head.load_state_dict(saved["head"])
         self.critic_opt.load_state_dict(saved["optimizer"])
-        self.value_mean, self.value_var, self.value_count = saved["returns"]
+        self.value_mean, self.value_var, self.value_count = (float(x) for x in saved["returns"])
 
     def _normalise(self, returns: list[float]) -> None:
         """Update the running mean / variance of the returns (parallel-variance formula)."""

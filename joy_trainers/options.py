@@ -1,6 +1,7 @@
 """A trainer's options as data: every field of its Config dataclass with its type, its default and its
 documentation (the docstring written under the field), for ``joy-train --list-options`` and the options
-tables of ``docs/trainers/<name>.md``.
+tables of ``docs/trainers/<name>.md``; and :func:`config_from_dict`, which builds a Config from user values
+after checking every name and every value's type against the field's annotation.
 
     >>> from joy_trainers.grpo import GRPOConfig
     >>> [o.name for o in config_options(GRPOConfig)][:3]
@@ -13,8 +14,12 @@ import ast
 import dataclasses
 import inspect
 import textwrap
+import types
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
+
+from joy_trainers.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -108,3 +113,82 @@ def options_markdown(cls: type) -> str:
         default = format_default(o.default).replace("|", "\\|")
         rows.append(f"| `{o.name}` | `{kind}` | `{default}` | {doc} |")
     return "\n".join(rows) + "\n"
+
+
+def _matches(value: Any, kind: Any) -> bool:
+    """Whether ``value`` (as parsed from YAML or ``--set``) fits the annotation ``kind``."""
+    if kind is Any:
+        return True
+    if kind is type(None):
+        return value is None
+    origin = typing.get_origin(kind)
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, k) for k in typing.get_args(kind))
+    if origin is dict:
+        key, val = typing.get_args(kind) or (Any, Any)
+        return isinstance(value, dict) and all(_matches(k, key) and _matches(v, val) for k, v in value.items())
+    if origin in (list, tuple):
+        return isinstance(value, (list, tuple))
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return not isinstance(kind, type) or isinstance(value, kind)
+
+
+def _describe(kind: Any) -> str:
+    """An annotation in words (``int | None`` -> "an integer or null")."""
+    origin = typing.get_origin(kind)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(k) for k in typing.get_args(kind))
+    if origin is dict:
+        key, val = typing.get_args(kind) or (Any, Any)
+        return f"a mapping of {_describe(key)} to {_describe(val)}"
+    if origin in (list, tuple):
+        return "a list"
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
+    return names.get(kind, "anything" if kind is Any else getattr(kind, "__name__", str(kind)))
+
+
+def _accepts_float(kind: Any) -> bool:
+    if kind is float:
+        return True
+    return typing.get_origin(kind) in (Union, types.UnionType) and float in typing.get_args(kind)
+
+
+def check_values(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` checked against the fields of ``cls``: an unknown option name or a value whose type does not
+    fit its field's annotation is a :class:`~joy_trainers.errors.UsageError` naming the option, the value and
+    what it expects. Returns the values, with a number written as text for a number field (YAML reads
+    ``1e-6`` as a string) converted to the number."""
+    valid = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise UsageError(
+            f"unknown {cls.__name__} option(s) {unknown}; valid: {', '.join(sorted(valid))} "
+            "(joy-train --trainer NAME --list-options describes them)"
+        )
+    hints = typing.get_type_hints(cls)
+    defaults = {o.name: o.default for o in config_options(cls)}
+    checked = dict(values)
+    for name, value in values.items():
+        if isinstance(value, str) and _accepts_float(hints[name]) and not _matches(value, hints[name]):
+            try:
+                checked[name] = value = float(value)
+            except ValueError:
+                pass
+        if not _matches(value, hints[name]):
+            default = defaults[name]
+            example = format_default(default) if default is not None and default is not dataclasses.MISSING else "..."
+            raise UsageError(
+                f"option {name} expects {_describe(hints[name])}, got {value!r}; write it like its default: "
+                f"--set {name}={example}"
+            )
+    return checked
+
+
+def config_from_dict(cls: type, values: dict[str, Any]) -> Any:
+    """``cls(**values)`` after :func:`check_values`; the dataclass's own ``__post_init__`` checks ranges."""
+    return cls(**check_values(cls, values))

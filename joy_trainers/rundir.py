@@ -4,15 +4,39 @@ A run directory (``--output-dir``, default ``runs/<trainer>-<timestamp>``) holds
 contract: trainer, env, split, seed, model, steps, generated tokens, wall time, ``metrics`` and
 ``baseline_metrics``), ``results.md`` (the same as a table) and the trained team (``team/``); each trainer
 adds its own files (see ``docs/trainers/``).
+
+A run directory belongs to one run. :meth:`RunDir.claim`, called before any long work, refuses a directory
+that already holds something unless the run continues it (``--resume``) or replaces it (``--overwrite``,
+which removes only the files the project writes, :data:`PROJECT_FILES`), and checks that the directory can
+be written. Paths stored inside a run directory are relative to it, so it can be moved.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
+
+from joy_trainers.errors import UsageError
+
+PROJECT_FILES = (
+    "results.json",
+    "results.md",
+    "training.png",
+    "reward_curve.png",
+    "logs.json",
+    "metrics.jsonl",
+    "checkpoints",
+    "team",
+    "memory",
+    "base",
+    "work",
+)
+"""What the trainers write into a run directory (besides ``eval-<split>.json`` of ``joy-eval``, temporary
+files starting with ``.`` and an Accelerate tracker's folder named after the run)."""
 
 
 class RunDir:
@@ -25,6 +49,57 @@ class RunDir:
     @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
+
+    def project_entries(self) -> list[Path]:
+        """The entries of the directory that the project wrote (see :data:`PROJECT_FILES`)."""
+        if not self.path.is_dir():
+            return []
+        out = []
+        for entry in self.path.iterdir():
+            name = entry.name
+            if (
+                name in PROJECT_FILES
+                or (name.startswith("eval-") and name.endswith(".json"))
+                or (name.startswith(".") and ".tmp" in name)
+                or (name == self.path.name and entry.is_dir() and any(entry.rglob("events.out.tfevents*")))
+            ):
+                out.append(entry)
+        return sorted(out)
+
+    def claim(self, resume: bool = False, overwrite: bool = False) -> list[str]:
+        """Make the directory this run's before any long work: refuse one that already holds something unless
+        ``resume`` (continue the run in it) or ``overwrite`` (remove what the project wrote there), create it,
+        and check that it can be written. Returns the names removed by ``overwrite``."""
+        path = self.path
+        if resume and overwrite:
+            raise UsageError("--resume continues the run in the directory and --overwrite replaces it; pass one")
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"--output-dir {path} is a file, not a directory; pass a directory path")
+        removed: list[str] = []
+        present = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+        if present and not resume:
+            if not overwrite:
+                shown = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
+                raise UsageError(
+                    f"--output-dir {path} is not empty ({shown}); pass --resume to continue the run in it, "
+                    "--overwrite to replace it, or another --output-dir"
+                )
+            for entry in self.project_entries():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+                removed.append(entry.name)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / f".write-test-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise UsageError(
+                f"--output-dir {path} cannot be written ({exc.strerror or exc}); pass a directory you can write to"
+            ) from None
+        return removed
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -24,23 +24,28 @@ import json
 import math
 import os
 import random
+import shutil
 import time
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 import joy_env
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sft_data import build_sft_examples, conversation_rows, language_model_windows, tokenize_example
+from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
 from joy_agents.tiny import build_tiny_model, tiny_base_dir
+from joy_trainers.checks import check_env_id
 from joy_trainers.evaluation import eval_limits, evaluate_team
+from joy_trainers.options import config_from_dict
+from joy_trainers.rundir import RunDir, write_results
 from joy_trainers.rundir import results_table as results_table  # re-exported: it lived here before
-from joy_trainers.rundir import write_results
 
 LOSSES = ("completion", "conversation", "all")
 """Row kinds of the SFT stages (see ``SFTConfig.base_loss``)."""
@@ -133,6 +138,8 @@ class SFTConfig:
     The base stage keeps batches that mix roles: grouped by prefix, each of its batches would hold one role."""
     output_dir: str | None = None
     """Run directory; default ``runs/sft-<timestamp>``."""
+    overwrite: bool = False
+    """Replace a run already in ``output_dir``: remove the files the project wrote there (``--overwrite``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form notes copied into results.json."""
 
@@ -170,12 +177,8 @@ class SFTConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SFTConfig:
-        """Build from a dict (YAML), rejecting unknown keys with the list of valid ones."""
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - valid)
-        if unknown:
-            raise ValueError(f"unknown sft option(s) {unknown}; valid: {', '.join(sorted(valid))}")
-        return cls(**values)
+        """Build from a dict (YAML, ``--set``), rejecting unknown names and values of the wrong type."""
+        return config_from_dict(cls, values)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -513,7 +516,7 @@ def _trl_args(cfg: SFTConfig, out: Path, lr: float) -> Any:
         fp16=cfg.dtype == "float16",
         use_cpu=not _has_accelerator(),
         dataloader_num_workers=0,
-        disable_tqdm=False,
+        disable_tqdm=True,  # our own progress bar and metrics.jsonl instead of TRL's per-step dict lines
         remove_unused_columns=False,
     )
 
@@ -525,6 +528,35 @@ def auto_dtype() -> str:
 
 def _has_accelerator() -> bool:
     return torch.cuda.is_available()
+
+
+def _progress_callback(stage: str, epochs: float, metrics: Path) -> Any:
+    """A TRL callback showing one progress bar for ``stage`` and appending each log of TRL (loss, learning
+    rate, gradient norm) to ``metrics`` as one JSON line, with the epoch counted over the stage's ``epochs``
+    passes (TRL sees the passes as one epoch of a longer dataset)."""
+    from transformers import TrainerCallback  # imported here with TRL
+
+    class Progress(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102
+            self.bar = tqdm(total=state.max_steps, desc=f"sft {stage}", unit="step")
+
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: D102
+            self.bar.update(1)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
+            logs = dict(logs or {})
+            if "epoch" in logs:
+                logs["epoch"] = round(float(logs["epoch"]) * epochs, 4)
+            row = {"stage": stage, "step": state.global_step, **{k: v for k, v in logs.items() if k != "total_flos"}}
+            with open(metrics, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row, default=float) + "\n")
+            if "loss" in logs:
+                self.bar.set_postfix(loss=f"{logs['loss']:.3f}", epoch=f"{logs.get('epoch', 0):.2f}", refresh=False)
+
+        def on_train_end(self, args, state, control, **kwargs):  # noqa: D102
+            self.bar.close()
+
+    return Progress()
 
 
 class SFTTrainer:
@@ -544,10 +576,14 @@ class SFTTrainer:
 
         cfg = self.config
         start = time.perf_counter()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        check_env_id(cfg.env_id)  # the inputs, before any long work
+        if int(os.environ.get("RANK", "0")) == 0:  # one process claims the run directory (accelerate launch)
+            removed = RunDir(self.run_dir, self.name).claim(overwrite=cfg.overwrite)
+            if removed:
+                print(f"[sft] --overwrite: removed {', '.join(removed)} from {self.run_dir}")
         torch.manual_seed(cfg.seed)
         base = resolve_model(cfg.model, cfg.seed)
-        tokenizer = AutoTokenizer.from_pretrained(base)
+        tokenizer = self.tokenizer = AutoTokenizer.from_pretrained(base)
         print(f"[sft] base model {base}; building expert data from {cfg.env_id} ({cfg.sft_tasks} tasks)")
         examples = build_sft_examples(
             cfg.env_id,
@@ -563,7 +599,6 @@ class SFTTrainer:
         print(f"[sft] examples per role: {counts}")
         logs: dict[str, list[dict[str, Any]]] = {}
         steps = 0  # optimiser steps of every stage
-        trainer_cls = _sft_trainer_class()
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
         row_cache: dict[tuple[str, str], list[dict[str, list[int]]]] = {}
@@ -603,16 +638,9 @@ class SFTTrainer:
             print(f"[sft] stage 1: full fine-tuning of the shared base for {cfg.base_epochs} epochs ({what})")
             model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, cfg.dtype))
             everything = [row for role in examples for row in rows_of(role, cfg.base_loss)]
-            trainer = trainer_cls(
-                model=model,
-                args=_trl_args(cfg, self.run_dir / "work" / "base", cfg.base_lr),
-                # batches that mix roles: grouped by prefix they would hold one role each, which trained the
-                # tiny base worse
-                train_dataset=_dataset(everything, cfg.batch_size * cfg.grad_accum, cfg.base_epochs, cfg.seed, False),
-                processing_class=tokenizer,
-                data_collator=plain_collate,
-            )
-            trainer.train()
+            # batches that mix roles: grouped by prefix they would hold one role each, which trained the tiny
+            # base worse
+            trainer = self._fit("base", model, everything, plain_collate, cfg.base_lr, cfg.base_epochs, False)
             logs["base"] = list(trainer.state.log_history)
             steps += trainer.state.global_step
             base = str(self.run_dir / "base")
@@ -632,19 +660,12 @@ class SFTTrainer:
             print(f"[sft] stage 2: {role} adapter on {len(examples[role])} examples for {epochs} epochs")
             with team.use_role(role):
                 shared, collate = collator(team.model_for(role))
-                trainer = trainer_cls(
-                    model=team.model_for(role),
-                    args=_trl_args(cfg, self.run_dir / "work" / role, cfg.adapter_lr),
-                    train_dataset=_dataset(
-                        rows_of(role, cfg.adapter_loss), cfg.batch_size * cfg.grad_accum, epochs, cfg.seed, shared
-                    ),
-                    processing_class=tokenizer,
-                    data_collator=collate,
-                )
-                trainer.train()
+                rows = rows_of(role, cfg.adapter_loss)
+                trainer = self._fit(role, team.model_for(role), rows, collate, cfg.adapter_lr, epochs, shared)
                 logs[role] = list(trainer.state.log_history)
                 steps += trainer.state.global_step
         team.save(str(self.run_dir / "team"))
+        shutil.rmtree(self.run_dir / "work", ignore_errors=True)  # TRL's empty output folders
 
         metrics = self.evaluate(team) if cfg.eval_tasks else None
         wall = time.perf_counter() - start
@@ -664,6 +685,34 @@ class SFTTrainer:
         }
         write_run(self.run_dir, results, logs)
         return results
+
+    def _fit(self, stage: str, model: Any, rows: list, collate: Any, lr: float, epochs: float, grouped: bool) -> Any:
+        """One TRL training stage over ``epochs`` passes of ``rows``; returns the finished TRL trainer, whose
+        log (epochs counted over the passes) is also in ``metrics.jsonl``."""
+        import datasets  # imported here with TRL
+        from transformers.trainer_callback import PrinterCallback
+
+        cfg = self.config
+        bars = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()  # TRL's dataset preparation bars: one bar per stage is ours
+        try:
+            trainer = _sft_trainer_class()(
+                model=model,
+                args=_trl_args(cfg, self.run_dir / "work" / stage, lr),
+                train_dataset=_dataset(rows, cfg.batch_size * cfg.grad_accum, epochs, cfg.seed, grouped),
+                processing_class=self.tokenizer,
+                data_collator=collate,
+            )
+        finally:
+            if bars:
+                datasets.enable_progress_bars()
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(_progress_callback(stage, epochs, self.run_dir / "metrics.jsonl"))
+        trainer.train()
+        for entry in trainer.state.log_history:
+            if "epoch" in entry:
+                entry["epoch"] = round(float(entry["epoch"]) * epochs, 4)
+        return trainer
 
     def _team_config(self, base: str) -> Any:
         cfg = self.config
@@ -703,7 +752,8 @@ def write_run(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict[
 
 
 def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:
-    """Training loss per stage / role, and test success per domain before and after."""
+    """Training loss per stage / role; per test domain, the format-valid turn rate (bars) and the success rate
+    (markers) of the starting team and of the trained one."""
     import matplotlib  # imported here: plotting is its only use, and it costs import time
 
     matplotlib.use("Agg")
@@ -721,13 +771,21 @@ def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str,
     after = (results.get("metrics") or {}).get("per_domain") or {}
     before = (results.get("baseline_metrics") or {}).get("per_domain") or {}
     domains = list(after)
-    xs = range(len(domains))
-    ax2.bar([x - 0.2 for x in xs], [before.get(d, {}).get("success_rate", 0) for d in domains], 0.4, label="baseline")
-    ax2.bar([x + 0.2 for x in xs], [after[d]["success_rate"] for d in domains], 0.4, label=results["trainer"])
-    ax2.set_xticks(list(xs), domains, rotation=20, fontsize=8)
-    ax2.set_ylabel(f"success rate ({results['split']})")
-    ax2.set_ylim(0, 1)
-    ax2.legend(fontsize=8)
+    xs = list(range(len(domains)))
+    sides = ((-0.2, "baseline", before, "tab:gray"), (0.2, results["trainer"], after, "tab:blue"))
+    for offset, label, per, colour in sides:
+        if not per:
+            continue
+        at = [x + offset for x in xs]
+        ax2.bar(at, [per.get(d, {}).get("format_valid_rate", 0) for d in domains], 0.4, color=colour,
+                alpha=0.6, label=f"{label}: format-valid turns")
+        ax2.scatter(at, [per.get(d, {}).get("success_rate", 0) for d in domains], color=colour, marker="D",
+                    edgecolor="black", zorder=3, label=f"{label}: success")
+    ax2.set_xticks(xs, domains, rotation=20, fontsize=8)
+    ax2.set_ylabel(f"rate ({results['split']} split)")
+    ax2.set_ylim(0, 1.05)
+    if before or after:
+        ax2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

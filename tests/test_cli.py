@@ -4,14 +4,16 @@ import pytest
 
 from joy_trainers import TRAINERS
 from joy_trainers.cli import build_config, load_trainer, train_main
+from joy_trainers.errors import UsageError
 from joy_trainers.sft import PRESETS, SFTConfig, SFTTrainer
 
 
-def test_unknown_trainer_lists_installed_ones():
-    with pytest.raises(SystemExit, match="installed trainers: grpo, joyagents_grpo, mappo, .*sft"):
+def test_unknown_trainer_lists_installed_ones(capsys):
+    with pytest.raises(UsageError, match="installed trainers: grpo, joyagents_grpo, mappo, .*sft"):
         load_trainer("ppo")
-    with pytest.raises(SystemExit, match="installed trainers"):
+    with pytest.raises(SystemExit) as exit_:
         train_main(["--trainer", "nope"])
+    assert exit_.value.code == 2 and "installed trainers" in capsys.readouterr().err
 
 
 def test_registry_resolves_sft():
@@ -27,11 +29,14 @@ def test_registry_resolves_the_rl_trainers_and_their_tiny_presets():
         assert cfg.seed == 3 and cfg.model == "tiny-base"
 
 
-def test_resume_needs_a_checkpointing_trainer_and_a_run_directory():
-    with pytest.raises(SystemExit, match="does not checkpoint"):
-        train_main(["--trainer", "sft", "--resume", "--output-dir", "x"])
-    with pytest.raises(SystemExit, match="--output-dir"):
-        train_main(["--trainer", "grpo", "--preset", "tiny", "--resume"])
+def test_resume_needs_a_checkpointing_trainer_and_a_run_directory(capsys):
+    for argv, message in (
+        (["--trainer", "sft", "--resume", "--output-dir", "x"], "does not checkpoint"),
+        (["--trainer", "grpo", "--preset", "tiny", "--resume"], "--output-dir"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            train_main(argv)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_config_layers_preset_file_and_overrides(tmp_path):
@@ -45,17 +50,17 @@ def test_config_layers_preset_file_and_overrides(tmp_path):
 
 
 def test_config_errors_name_the_problem(tmp_path):
-    with pytest.raises(SystemExit, match="unknown sft option.*colour"):
+    with pytest.raises(UsageError, match="unknown SFTConfig option.*colour"):
         build_config(SFTTrainer, None, None, ["colour=red"])
-    with pytest.raises(SystemExit, match="unknown preset 'huge'"):
+    with pytest.raises(UsageError, match="unknown preset 'huge'"):
         build_config(SFTTrainer, "huge", None, [])
-    with pytest.raises(SystemExit, match="key=value"):
+    with pytest.raises(UsageError, match="KEY=VALUE"):
         build_config(SFTTrainer, None, None, ["oops"])
-    with pytest.raises(SystemExit, match="rl_fraction"):
+    with pytest.raises(UsageError, match="rl_fraction"):
         build_config(SFTTrainer, None, None, ["rl_fraction=1.5"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("- a\n- b\n")
-    with pytest.raises(SystemExit, match="expected a mapping"):
+    with pytest.raises(UsageError, match="expected a mapping"):
         build_config(SFTTrainer, None, str(bad), [])
 
 
@@ -122,3 +127,12 @@ def test_eval_limits_are_read_from_the_runs_saved_config():
     assert eval_limits(rl) == EvalLimits(64, 8, 300)
     with pytest.raises(ValueError, match="max_length"):
         eval_limits({"eval_max_new_tokens": 96})
+
+
+def test_yaml_numbers_written_as_text_are_read_as_numbers(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("adapter_lr: 5e-6\nsft_tasks: 12\n")  # YAML reads 5e-6 (no dot) as a string
+    cfg = build_config(SFTTrainer, None, str(path), [])
+    assert cfg.adapter_lr == 5e-6 and cfg.sft_tasks == 12
+    with pytest.raises(UsageError, match="option sft_tasks expects an integer, got '12x'"):
+        build_config(SFTTrainer, None, None, ["sft_tasks=12x"])

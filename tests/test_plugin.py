@@ -11,6 +11,7 @@ import pytest
 
 from joy_trainers import TRAINERS, Trainer, available_trainers
 from joy_trainers.cli import load_trainer
+from joy_trainers.errors import UsageError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN = os.path.join(REPO, "examples", "custom_trainer")
@@ -25,7 +26,7 @@ def test_built_in_trainers_satisfy_the_protocol():
 
 
 def test_unknown_trainer_is_an_error_listing_the_installed_ones():
-    with pytest.raises(SystemExit, match="unknown trainer 'ppo3'; installed trainers: .*joyagents_grpo"):
+    with pytest.raises(UsageError, match="unknown trainer 'ppo3'; installed trainers: .*joyagents_grpo"):
         load_trainer("ppo3")
 
 

@@ -241,7 +241,7 @@ def test_sigkill_after_a_checkpoint_then_resume_finishes(sft_run, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     for ck in (out / "checkpoints").glob("step-*"):  # whatever exists is complete
-        for name in ("state.json", "optimizers.pt", "rng.pt", "team/team.json"):
+        for name in ("state.json", "optimizers.pt", "rng.json", "team/team.json"):
             assert (ck / name).is_file(), f"{ck.name} lacks {name}"
     done = subprocess.run(_train_cmd(sft_run, out, 4) + ["--resume"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -268,3 +268,19 @@ def test_two_processes_end_each_step_with_identical_parameters(sft_run, tmp_path
     assert digests[0]["samples"] != digests[1]["samples"]  # the extra update saw different data per rank
     assert digests[0]["params"] == digests[1]["params"]
     assert digests[0]["params"] != digests[0]["initial"]  # and the update did change the weights
+
+
+def test_the_progress_bar_draws_its_last_line_once():
+    import io
+
+    from tqdm import tqdm
+
+    sink = io.StringIO()
+    state = rl.RunState(config=GRPOConfig(steps_per_iteration=3, iterations=1), team=None, optimizers={}, banks={},
+                        engine=None, log=None, rl_tasks=[], accelerator=None)
+    state.bar = tqdm(total=3, file=sink, mininterval=0, desc="run")
+    for step in range(3):
+        state.progress({"charts/tokens_generated": 10, "charts/reward_mean": 0.5 + step, "groups/selected": step})
+    state.bar.close()  # finish() closes it again: nothing more is drawn
+    drawn = sink.getvalue()
+    assert drawn.count("3/3") == 1 and "reward=2.500" in drawn  # the last step's reward on its own line

@@ -39,7 +39,7 @@ def test_completion_loss_equals_the_models_own_loss(tiny_dir, head):
     assert loss.item() == pytest.approx(total / count, abs=1e-5)
 
 
-def test_sft_smoke_run_lowers_the_loss_and_changes_adapters(tiny_dir, tmp_path):
+def test_sft_smoke_run_lowers_the_loss_and_changes_adapters(tiny_dir, tmp_path, capfd):
     config = SFTConfig(
         model=str(tiny_dir),
         env_id="joy/math-v0",
@@ -58,6 +58,13 @@ def test_sft_smoke_run_lowers_the_loss_and_changes_adapters(tiny_dir, tmp_path):
     logs = json.loads((tmp_path / "run" / "logs.json").read_text())
     losses = [e["loss"] for e in logs["math"] if "loss" in e]
     assert len(losses) >= 2 and losses[-1] < losses[0]
+    # what the user sees: our progress bar per stage, no TRL dict lines; epochs counted over the 6 passes
+    out, err = capfd.readouterr()
+    assert "{'loss'" not in out + err and "sft math" in err
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert {r["stage"] for r in rows} == {"math"} and [r["step"] for r in rows] == sorted(r["step"] for r in rows)
+    assert rows[-1]["epoch"] == pytest.approx(6.0, abs=0.05) and logs["math"][-1]["epoch"] == rows[-1]["epoch"]
+    assert not (tmp_path / "run" / "work").exists()  # TRL's empty output folders are gone
     team = TeamPolicy.load(str(tmp_path / "run" / "team"))
     # LoRA B matrices start at zero: training the math role made them non-zero, untrained roles stay zero
     b_math = [p for n, p in team.model_for("math").named_parameters() if "lora_B" in n and ".math." in n]

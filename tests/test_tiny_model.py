@@ -174,7 +174,7 @@ def test_cache_is_reused_and_force_rebuilds(tmp_path, monkeypatch, tiny_dir):
     assert tiny.build_tiny_model(corpus_tasks=CORPUS_TASKS, force=True) == path
     assert (path / "build_info.json").stat().st_mtime_ns != first
     assert _sha(path / "model.safetensors") == _sha(tiny_dir / "model.safetensors")
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert sorted(p.name for p in path.parent.iterdir()) == [f".{path.name}.lock", path.name]  # no temp dirs
 
 
 def test_publish_race_keeps_the_winner(tmp_path, tiny_dir):
@@ -198,7 +198,7 @@ def test_build_of_another_version_is_replaced(tmp_path, tiny_dir):
     assert tiny.build_tiny_model(out, corpus_tasks=CORPUS_TASKS) == out
     assert json.loads((out / "build_info.json").read_text())["version"] == tiny.BUILD_VERSION
     assert _sha(out / "model.safetensors") == _sha(tiny_dir / "model.safetensors")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".model.lock", "model"]  # no temporary directory
 
 
 def test_build_made_before_the_env_changed_is_rebuilt(tmp_path, tiny_dir, monkeypatch):
@@ -211,7 +211,7 @@ def test_build_made_before_the_env_changed_is_rebuilt(tmp_path, tiny_dir, monkey
     monkeypatch.setattr(tiny, "env_fingerprint", lambda: "changed-env")
     assert tiny.build_tiny_model(out, corpus_tasks=CORPUS_TASKS) == out
     assert json.loads((out / "build_info.json").read_text())["env_fingerprint"] == "changed-env"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".model.lock", "model"]  # no temporary directory
 
 
 def test_refuses_foreign_directories_and_bad_arguments(tmp_path):

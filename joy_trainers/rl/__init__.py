@@ -15,7 +15,9 @@ module                                 names
 :mod:`~joy_trainers.rl.distributed`    ``world``, ``shard``, ``all_reduce_sum``, ``all_gather_objects``,
                                        ``barrier``
 :mod:`~joy_trainers.rl.checkpoints`    ``save_checkpoint``, ``latest_checkpoint``, ``load_checkpoint``,
-                                       ``checkpoint``
+                                       ``read_checkpoint``, ``checkpoint``, ``CheckpointError``;
+                                       ``save_tensors`` / ``load_tensors`` (tensor files that load
+                                       without unpickling code)
 :mod:`~joy_trainers.rl.metrics`        ``StepOutput``, ``metrics_row``, ``MetricsLog``, ``Timer``,
                                        ``plot_rewards`` (``step_row``: the older positional form)
 :mod:`~joy_trainers.rl.loop`           ``prepare``, ``resume_or_evaluate``, ``setup``, ``run_steps``,
@@ -31,7 +33,16 @@ module                                 names
 
 from __future__ import annotations
 
-from joy_trainers.rl.checkpoints import checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from joy_trainers.rl.checkpoints import (
+    CheckpointError,
+    checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    load_tensors,
+    read_checkpoint,
+    save_checkpoint,
+    save_tensors,
+)
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import all_gather_objects, all_reduce_sum, barrier, shard, world
 from joy_trainers.rl.groups import (
@@ -60,6 +71,7 @@ from joy_trainers.rl.update import (
 from joy_trainers.rundir import RunDir
 
 __all__ = [
+    "CheckpointError",
     "Group",
     "MetricsLog",
     "RLConfig",
@@ -80,15 +92,18 @@ __all__ = [
     "finish",
     "latest_checkpoint",
     "load_checkpoint",
+    "load_tensors",
     "make_optimizers",
     "metrics_row",
     "outcome_of",
     "plot_rewards",
     "policy_update",
     "prepare",
+    "read_checkpoint",
     "resume_or_evaluate",
     "run_steps",
     "save_checkpoint",
+    "save_tensors",
     "select_global",
     "select_top_k",
     "setup",

@@ -1,13 +1,29 @@
-"""Checkpoints: atomic directories ``checkpoints/step-N`` (adapters, optimisers, RNG states, the loop's
-state as JSON and any trainer files), a ``latest`` pointer, and loading them for ``--resume``."""
+"""Checkpoints: atomic directories ``checkpoints/step-N`` and a ``latest`` pointer, and reading them back
+for ``--resume``.
+
+A checkpoint holds ``team/`` (adapters as safetensors, ``team.json``), ``optimizers.pt`` (optimiser state:
+tensors and numbers), ``rng.json`` (the Python, NumPy and torch RNG states), ``state.json`` (the loop's
+state: step, baseline metrics, token count, wall time, memory banks, the trainer's JSON state) and, when the
+trainer has them, ``reference.pt`` (the KL reference weights) and its own files.
+
+Nothing is unpickled: tensor files load with ``torch.load(..., weights_only=True)``, which accepts tensors,
+numbers, strings and containers of them and refuses any other object (a crafted file cannot run code), and
+the rest is JSON. A checkpoint is written into a temporary directory and renamed when complete, so a crash
+leaves the previous checkpoint or the new one, never half of one; :func:`read_checkpoint` still checks every
+file, so that ``--resume`` can fall back past a damaged one (see :func:`~joy_trainers.rl.resume_or_evaluate`).
+"""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import random
 import shutil
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,14 +38,57 @@ if TYPE_CHECKING:
     from joy_trainers.rundir import RunDir
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message names the file and why."""
+
+
 def _rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """The Python, NumPy and torch RNG states as JSON-able values."""
+    version, internal, gauss = random.getstate()
+    kind, key, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": [version, list(internal), gauss],
+        "numpy": [kind, key.tolist(), int(pos), int(has_gauss), float(cached)],
+        "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode("ascii"),
+    }
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    version, internal, gauss = state["python"]
+    kind, key, pos, has_gauss, cached = state["numpy"]
+    torch_state = torch.frombuffer(bytearray(base64.b64decode(state["torch"])), dtype=torch.uint8)
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
+    np.random.set_state((str(kind), np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
+    torch.set_rng_state(torch_state)
+
+
+def save_tensors(obj: Any, path: Path) -> None:
+    """``torch.save`` of tensors, numbers, strings and containers of them (loadable by :func:`load_tensors`)."""
+    torch.save(obj, path)
+
+
+def load_tensors(path: Path) -> Any:
+    """Load a file written by :func:`save_tensors` without unpickling any other object: a file that holds one
+    (a crafted or foreign pickle) is refused with :class:`CheckpointError` and nothing in it runs."""
+    name = f"{path.parent.name}/{path.name}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols of foreign files
+            return torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as exc:
+        if "Weights only load failed" in str(exc) or "Unsupported global" in str(exc):
+            raise CheckpointError(
+                f"{name} refused: it holds objects other than tensors and numbers (a file not written by "
+                "joy-train, or tampered with); nothing in it was run"
+            ) from None
+        raise CheckpointError(f"{name} is damaged ({_first_sentence(exc)})") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{name} is truncated or damaged ({_first_sentence(exc)})") from None
+
+
+def _first_sentence(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text.split(". ")[0].rstrip(".")
 
 
 def save_checkpoint(
@@ -46,7 +105,6 @@ def save_checkpoint(
 
     ``state`` is any JSON-able dict (memory banks, metrics history, data order...); RNG states are added.
     ``write_extra(tmp_dir)`` writes a trainer's own files into the checkpoint before it is published.
-    A crash at any moment leaves either the previous complete checkpoint or the new one, never half of one.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -56,11 +114,11 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     team.save(str(tmp / "team"))
-    torch.save({r: o.state_dict() for r, o in optimizers.items()}, tmp / "optimizers.pt")
-    torch.save(_rng_state(), tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, default=str))
+    save_tensors({r: o.state_dict() for r, o in optimizers.items()}, tmp / "optimizers.pt")
+    (tmp / "rng.json").write_text(json.dumps(_rng_state()))
     if write_extra is not None:
         write_extra(tmp)
+    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, default=str))  # last: marks it complete
     for f in tmp.rglob("*"):
         if f.is_file():
             with open(f, "rb") as fh:
@@ -73,17 +131,22 @@ def save_checkpoint(
     with open(pointer, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(pointer, directory / "latest")
-    steps = sorted(
-        (int(p.name.split("-")[1]) for p in directory.glob("step-*") if p.name.split("-")[1].isdigit()),
-        reverse=True,
-    )
-    for old in steps[keep:]:
+    for old in checkpoint_steps(directory)[keep:]:
         shutil.rmtree(directory / f"step-{old}", ignore_errors=True)
     return final
 
 
+def checkpoint_steps(directory: str | Path) -> list[int]:
+    """The steps of the ``step-N`` directories in ``directory``, newest first."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    steps = [p.name[5:] for p in directory.glob("step-*") if p.is_dir()]
+    return sorted((int(s) for s in steps if s.isdigit()), reverse=True)
+
+
 def latest_checkpoint(directory: str | Path) -> Path | None:
-    """The checkpoint ``directory/latest`` points at, or None."""
+    """The checkpoint ``directory/latest`` points at if it holds a ``state.json``, else None."""
     pointer = Path(directory) / "latest"
     if not pointer.is_file():
         return None
@@ -91,20 +154,68 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     return path if (path / "state.json").is_file() else None
 
 
-def load_checkpoint(path: str | Path, team: Any, optimizers: dict[str, torch.optim.Optimizer]) -> dict[str, Any]:
-    """Load adapters/weights, optimiser and RNG states from a checkpoint; returns its ``state`` dict."""
+@dataclass
+class CheckpointData:
+    """Every file of a checkpoint, read and checked, not yet applied to a run."""
+
+    path: Path
+    state: dict[str, Any]
+    team: Any
+    optimizers: dict[str, Any]
+    rng: dict[str, Any]
+    reference: dict[str, list[torch.Tensor]] | None
+
+
+def read_checkpoint(path: str | Path) -> CheckpointData:
+    """Read and check every file of the checkpoint at ``path`` (nothing is applied); raises
+    :class:`CheckpointError` naming the first file that is missing, damaged or refused."""
     path = Path(path)
-    saved = TeamPolicy.load(str(path / "team"))
-    for role in team.roles:
-        with torch.no_grad():
-            for p, q in zip(team.trainable_parameters(role), saved.trainable_parameters(role), strict=True):
-                p.copy_(q.to(p.device))
-    del saved
-    opt_states = torch.load(path / "optimizers.pt", weights_only=False)
-    for role, opt in optimizers.items():
-        opt.load_state_dict(opt_states[role])
-    _set_rng_state(torch.load(path / "rng.pt", weights_only=False))
-    return json.loads((path / "state.json").read_text())
+    if not path.is_dir():
+        raise CheckpointError(f"{path.name} does not exist")
+    for name in ("state.json", "optimizers.pt", "rng.json", "team/team.json"):
+        if not (path / name).is_file():
+            raise CheckpointError(f"{path.name} lacks {name} (an incomplete or foreign checkpoint)")
+    try:
+        state = json.loads((path / "state.json").read_text())
+        rng = json.loads((path / "rng.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path.name}: state.json or rng.json is truncated or damaged ({exc})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int) or not isinstance(rng, dict):
+        raise CheckpointError(f"{path.name}: state.json or rng.json does not hold what joy-train writes")
+    if path.name.startswith("step-") and path.name[5:] != str(state["step"]):
+        raise CheckpointError(f"{path.name}: state.json says step {state['step']}")
+    optimizers = load_tensors(path / "optimizers.pt")
+    if not isinstance(optimizers, dict):
+        raise CheckpointError(f"{path.name}: optimizers.pt does not hold one optimiser state per role")
+    reference = load_tensors(path / "reference.pt") if (path / "reference.pt").is_file() else None
+    try:
+        team = TeamPolicy.load(str(path / "team"))
+    except Exception as exc:  # noqa: BLE001 - any failure to load the saved weights makes it unusable
+        raise CheckpointError(f"{path.name}/team does not load ({_first_sentence(exc)})") from None
+    return CheckpointData(path, state, team, optimizers, rng, reference)
+
+
+def apply_checkpoint(data: CheckpointData, team: Any, optimizers: dict[str, torch.optim.Optimizer]) -> None:
+    """Copy a read checkpoint's weights, optimiser states and RNG states into the run."""
+    try:
+        for role in team.roles:
+            with torch.no_grad():
+                saved = data.team.trainable_parameters(role)
+                for p, q in zip(team.trainable_parameters(role), saved, strict=True):
+                    p.copy_(q.to(p.device))
+        for role, opt in optimizers.items():
+            opt.load_state_dict(data.optimizers[role])
+        _set_rng_state(data.rng)
+    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{data.path.name} does not fit this run ({type(exc).__name__}: {exc})") from None
+
+
+def load_checkpoint(path: str | Path, team: Any, optimizers: dict[str, torch.optim.Optimizer]) -> dict[str, Any]:
+    """Load adapters/weights, optimiser and RNG states from a checkpoint; returns its ``state`` dict.
+    Raises :class:`CheckpointError` (naming the file) when the checkpoint is incomplete, damaged or refused."""
+    data = read_checkpoint(path)
+    apply_checkpoint(data, team, optimizers)
+    return data.state
 
 
 def checkpoint(run: RunDir, state: RunState) -> None:
@@ -120,7 +231,7 @@ def checkpoint(run: RunDir, state: RunState) -> None:
 
         def write_extra(directory: Path) -> None:
             if state.reference is not None:
-                torch.save(state.reference.weights, directory / "reference.pt")
+                save_tensors(state.reference.weights, directory / "reference.pt")
             if state.save_extra is not None:
                 state.save_extra(directory)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import joy_env
 from joy_trainers.losses import LOSS_TYPES
+from joy_trainers.options import config_from_dict
 
 
 @dataclass
@@ -72,7 +73,9 @@ class RLConfig:
     checkpoint_every: int = 5
     """Steps between checkpoints (and at the end of every iteration)."""
     resume: bool = False
-    """Continue from the run directory's latest checkpoint."""
+    """Continue the run in ``output_dir`` from its newest complete checkpoint (``--resume``)."""
+    overwrite: bool = False
+    """Replace a run already in ``output_dir``: remove the files the project wrote there (``--overwrite``)."""
     output_dir: str | None = None
     """Run directory; default ``runs/<trainer>-<timestamp>``."""
     log_with: str | None = None
@@ -98,12 +101,8 @@ class RLConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Any:
-        """Build from a dict (YAML), rejecting unknown keys with the list of valid ones."""
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - valid)
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} option(s) {unknown}; valid: {', '.join(sorted(valid))}")
-        return cls(**values)
+        """Build from a dict (YAML, ``--set``), rejecting unknown names and values of the wrong type."""
+        return config_from_dict(cls, values)
 
     @property
     def total_steps(self) -> int:

@@ -1,9 +1,10 @@
 """The RL training loop every trainer shares, top to bottom:
 
-1. :func:`prepare`: Accelerate, the starting team (:func:`~joy_trainers.rl.sft_team`), one optimiser per
-   role, memory banks, the rollout engine over the RL part of the train split, the metrics log;
-2. :func:`resume_or_evaluate`: with ``resume``, load the latest checkpoint; otherwise evaluate the starting
-   team (``baseline_metrics``);
+1. :func:`prepare`: checks of the inputs and of the run directory, Accelerate, the starting team
+   (:func:`~joy_trainers.rl.sft_team`), one optimiser per role, memory banks, the rollout engine over the RL
+   part of the train split, the metrics log;
+2. :func:`resume_or_evaluate`: with ``resume``, load the newest usable checkpoint (walking back past damaged
+   ones); otherwise evaluate the starting team (``baseline_metrics``);
 3. :func:`run_steps`: ``step_fn(state, step)`` for every remaining step, a metrics row after each, a
    checkpoint every ``checkpoint_every`` steps and at the end of every RL iteration;
 4. :func:`finish`: the final evaluation, the trained team, ``results.json``, ``results.md`` and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,17 @@ from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine
 from joy_agents.sft_data import split_train_tasks
+from joy_trainers.checks import check_env_id, check_sft_run
+from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_team
-from joy_trainers.rl.checkpoints import checkpoint, latest_checkpoint, load_checkpoint
+from joy_trainers.rl.checkpoints import (
+    CheckpointData,
+    CheckpointError,
+    apply_checkpoint,
+    checkpoint,
+    checkpoint_steps,
+    read_checkpoint,
+)
 from joy_trainers.rl.distributed import all_gather_objects, barrier, world
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
 from joy_trainers.rl.start import sft_team
@@ -38,12 +49,26 @@ from joy_trainers.rundir import RunDir, write_results
 
 
 def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
-    """Accelerate, the starting team, optimisers, memory banks, the engine and the metrics log (step 0)."""
+    """Check the inputs and claim the run directory (before any long work), then Accelerate, the starting
+    team, optimisers, memory banks, the engine and the metrics log (step 0)."""
     from accelerate import Accelerator  # imported here: it costs over a second, and only training needs it
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available(), log_with=cfg.log_with, project_dir=str(run.path))
     rank, _ = world()
     run.path = Path(all_gather_objects(str(run.path))[0])
+    problem = None
+    if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
+        try:
+            check_env_id(cfg.env_id)
+            check_sft_run(cfg.sft_run, cfg.model)
+            removed = run.claim(resume=cfg.resume, overwrite=getattr(cfg, "overwrite", False))
+            if removed:
+                print(f"[rl] --overwrite: removed {', '.join(removed)} from {run.path}")
+        except UsageError as exc:
+            problem = str(exc)
+    problem = all_gather_objects(problem)[0]
+    if problem:
+        raise UsageError(problem)
     random.seed(cfg.seed + rank)
     torch.manual_seed(cfg.seed + rank)
     team_dir = sft_team(cfg.sft_run, cfg.model, cfg.seed, getattr(cfg, "sft_overrides", None))
@@ -61,10 +86,8 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     )
     _, rl_indices = split_train_tasks(engine.prototype.num_tasks, 0.5, cfg.seed)
     random.Random(f"rl-order/{cfg.seed}").shuffle(rl_indices)
-    if rank == 0:
-        run.path.mkdir(parents=True, exist_ok=True)
-        if cfg.log_with:
-            accelerator.init_trackers(run.path.name, config={k: str(v) for k, v in vars(cfg).items()})
+    if rank == 0 and cfg.log_with:
+        accelerator.init_trackers(run.path.name, config={k: str(v) for k, v in vars(cfg).items()})
     return RunState(
         config=cfg,
         team=team,
@@ -77,36 +100,104 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     )
 
 
+def _usable_checkpoint(
+    directory: Path, load_extra: Callable[[Path], None] | None
+) -> tuple[CheckpointData | None, list[str]]:
+    """The newest checkpoint whose every file reads back (and the trainer's, through ``load_extra``), and
+    why each newer one was skipped."""
+    skipped = []
+    pointer = directory / "latest"
+    if pointer.is_file():
+        name = pointer.read_text().strip()
+        if not (directory / name).is_dir():
+            skipped.append(f"latest points at {name}, which does not exist")
+    for step in checkpoint_steps(directory):
+        path = directory / f"step-{step}"
+        try:
+            data = read_checkpoint(path)
+            _load_extra(load_extra, path)
+            return data, skipped
+        except CheckpointError as exc:
+            skipped.append(f"skipping {path.name}: {exc}")
+    return None, skipped
+
+
+def _load_extra(load_extra: Callable[[Path], None] | None, path: Path) -> None:
+    if load_extra is None:
+        return
+    try:
+        load_extra(path)
+    except CheckpointError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError) as exc:
+        raise CheckpointError(f"{path.name}: the trainer's files do not load ({type(exc).__name__}: {exc})") from None
+
+
+def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | None) -> Path | None:
+    """Load the newest usable checkpoint into ``state`` (every process the same one); None without any."""
+    rank, _ = world()
+    choice: tuple[str | None, list[str], bool] = (None, [], False)
+    data = None
+    if rank == 0:
+        data, skipped = _usable_checkpoint(run.checkpoints, load_extra)
+        choice = (data.path.name if data else None, skipped, bool(checkpoint_steps(run.checkpoints)))
+    name, skipped, any_checkpoint = all_gather_objects(choice)[0]
+    for reason in skipped:
+        if rank == 0:
+            print(f"[rl] --resume: {reason}")
+    if name is None:
+        if any_checkpoint:
+            raise UsageError(
+                f"--resume: no usable checkpoint in {run.checkpoints} ({'; '.join(skipped)}); start the run "
+                "again with --overwrite, or pass another --output-dir"
+            )
+        if rank == 0:
+            print(f"[rl] --resume: no checkpoint in {run.checkpoints} yet; starting from step 0")
+        return None
+    path = run.checkpoints / name
+    if data is None:  # another process than the one that chose it
+        data = read_checkpoint(path)
+        _load_extra(load_extra, path)
+    try:
+        apply_checkpoint(data, state.team, state.optimizers)
+    except CheckpointError as exc:
+        raise UsageError(f"--resume: {exc}; resume with the options the run started with, or --overwrite") from None
+    saved = data.state
+    cfg = state.config
+    torch.manual_seed(cfg.seed + rank + 1000 * int(saved["step"]))
+    state.step = int(saved["step"])
+    state.baseline = saved.get("baseline")
+    state.tokens_total = int(saved.get("tokens_total", 0))
+    state.wall_before = float(saved.get("wall_s", 0.0))
+    state.trainer_state = dict(saved.get("trainer_state", {}))
+    for role, bank_data in saved.get("memory", {}).items():
+        if role in state.banks:
+            bank = state.banks[role]
+            state.banks[role] = MemoryBank.from_dict(bank_data, bank.config, bank.embedder)
+    if data.reference is not None:  # read on the CPU: onto the device of the weights it stands for
+        state.reference = ReferencePolicy(state.team, [])
+        state.reference.weights = {
+            role: [w.to(p.device) for w, p in zip(ws, state.team.trainable_parameters(role), strict=True)]
+            for role, ws in data.reference.items()
+        }
+    if rank == 0:
+        newer = [s for s in checkpoint_steps(run.checkpoints) if s > state.step]
+        for s in newer:  # the abandoned future of an unusable checkpoint: the run redoes those steps
+            shutil.rmtree(run.checkpoints / f"step-{s}", ignore_errors=True)
+        print(f"[rl] resumed from {path} (step {state.step})")
+    return path
+
+
 def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | None = None) -> None:
-    """With ``resume``, load the latest checkpoint into ``state`` (then ``load_extra(checkpoint_dir)``);
-    otherwise evaluate the starting team (``baseline_metrics``). Then the progress bar."""
+    """With ``resume``, load the newest usable checkpoint into ``state`` (then ``load_extra(checkpoint_dir)``),
+    saying which one and why newer ones were skipped; otherwise (or with no checkpoint yet) evaluate the
+    starting team (``baseline_metrics``). ``metrics.jsonl`` keeps exactly the steps ``1..state.step``."""
     cfg = state.config
     rank, size = world()
-    latest = latest_checkpoint(run.checkpoints) if cfg.resume else None
-    if cfg.resume and latest is None and rank == 0:
-        print(f"[rl] --resume: no checkpoint in {run.checkpoints}; starting from step 0")
-    if latest is not None:
-        saved = load_checkpoint(latest, state.team, state.optimizers)
-        torch.manual_seed(cfg.seed + rank + 1000 * int(saved["step"]))
-        state.step = int(saved["step"])
-        state.baseline = saved.get("baseline")
-        state.tokens_total = int(saved.get("tokens_total", 0))
-        state.wall_before = float(saved.get("wall_s", 0.0))
-        state.trainer_state = dict(saved.get("trainer_state", {}))
-        for role, data in saved.get("memory", {}).items():
-            if role in state.banks:
-                bank = state.banks[role]
-                state.banks[role] = MemoryBank.from_dict(data, bank.config, bank.embedder)
-        if (latest / "reference.pt").is_file():
-            state.reference = ReferencePolicy(state.team, [])
-            state.reference.weights = torch.load(latest / "reference.pt", weights_only=False)
-        if load_extra is not None:
-            load_extra(latest)
-        if state.log is not None:
-            state.log.truncate(state.step)
-        if rank == 0:
-            print(f"[rl] resumed from {latest} at step {state.step}")
-    elif cfg.eval_tasks and cfg.eval_baseline and rank == 0:
+    resumed = _resume(run, state, load_extra) if cfg.resume else None
+    if state.log is not None:
+        state.log.truncate(state.step)
+    if resumed is None and cfg.eval_tasks and cfg.eval_baseline and rank == 0:
         print(f"[rl] evaluating the starting team on {cfg.eval_tasks} {cfg.eval_split} tasks")
         state.baseline = evaluate(state, with_memory=False)
     if size > 1:

@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 
 
 class MetricsLog:
-    """Appends one JSON line per step to ``path`` (flushed and synced: nothing is lost on a crash), and
-    mirrors scalars to Accelerate trackers when given an ``accelerator`` with trackers."""
+    """One JSON line per step in ``path`` (flushed and synced: nothing is lost on a crash), mirrored to
+    Accelerate trackers when given an ``accelerator`` with trackers.
+
+    Rows already in the file are read back (a last line torn by a crash is dropped); :meth:`truncate` keeps
+    the rows up to the step a run resumes from, so that no step is ever logged twice."""
 
     def __init__(self, path: str | Path, accelerator: Any = None) -> None:
         self.path = Path(path)
@@ -31,12 +34,25 @@ class MetricsLog:
         self.accelerator = accelerator
         self.rows: list[dict[str, Any]] = []
         if self.path.is_file():
-            self.rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+            for line in self.path.read_text().splitlines():
+                try:
+                    row = json.loads(line) if line.strip() else None
+                except ValueError:  # a line torn by a crash mid-write
+                    row = None
+                if isinstance(row, dict):
+                    self.rows.append(row)
 
     def truncate(self, step: int) -> None:
-        """Drop rows after ``step`` (on resume: steps done after the last checkpoint are redone)."""
-        self.rows = [r for r in self.rows if r.get("step", 0) <= step]
-        self.path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
+        """Keep the rows of steps ``1..step`` (once each), rewriting the file atomically."""
+        kept: dict[int, dict[str, Any]] = {}
+        for r in self.rows:
+            s = r.get("step", 0)
+            if isinstance(s, int) and 0 < s <= step:
+                kept[s] = r  # a step logged twice (a file from before resumes truncated) keeps its last row
+        self.rows = [kept[s] for s in sorted(kept)]
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        tmp.write_text("".join(json.dumps(r, default=float) + "\n" for r in self.rows))
+        os.replace(tmp, self.path)
 
     def log(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
@@ -47,7 +63,6 @@ class MetricsLog:
         if self.accelerator is not None and getattr(self.accelerator, "trackers", None):
             scalars = {k: v for k, v in row.items() if isinstance(v, (int, float)) and math.isfinite(v)}
             self.accelerator.log(scalars, step=int(row.get("step", 0)))
-
 
 
 class Timer:
@@ -195,11 +210,16 @@ def plot_rewards(path: Path, rows: Sequence[dict[str, Any]], results: dict[str, 
     steps = [r["step"] for r in rows]
     ax.plot(steps, [r["charts/reward_mean"] for r in rows], marker="o", label="train reward (rollouts)")
     ax.plot(steps, [r["charts/success_rate"] for r in rows], marker=".", label="train success")
-    lines = (("baseline_metrics", ":", "gray", "test success before"), ("metrics", "--", "black", "test success after"))
-    for key, style, colour, label in lines:
+    # "before" wide and light under a thin dashed "after": both stay visible when they are equal
+    lines = (
+        ("baseline_metrics", "-", "tab:gray", 5.0, 0.45, "test success before"),
+        ("metrics", "--", "black", 1.5, 1.0, "test success after"),
+    )
+    for key, style, colour, width, alpha, label in lines:
         m = results.get(key) or {}
         if "success_rate" in m:
-            ax.axhline(m["success_rate"], linestyle=style, color=colour, label=f"{label} ({m['success_rate']:.2f})")
+            ax.axhline(m["success_rate"], linestyle=style, color=colour, linewidth=width, alpha=alpha,
+                       label=f"{label} ({m['success_rate']:.2f})")
     ax.set_xlabel("step")
     ax.set_ylabel("reward / success")
     ax.set_title(f"{results['trainer']} on {results['env_id']} (seed {results['seed']})")

@@ -1,54 +1,75 @@
 """The team an RL run starts from: a given ``sft`` run directory, or for the embedded tiny models (and
-SmolLM2-135M-Instruct) an ``sft`` run with the tiny (smol) preset, trained once and cached."""
+SmolLM2-135M-Instruct) an ``sft`` run with the tiny (smol) preset, trained once and cached.
+
+The cache (``$JOY_CACHE_DIR``, default ``~/.cache/joyagents``) holds ``sft-<key>/`` per set of SFT options,
+where the key covers the options that shape the team (not its evaluation), the tiny-model build version and
+a fingerprint of the ``joy_env`` source (the tiny tokenizer and the expert data come from it, so editing
+``joy_env`` retrains once). A ``joy-train --trainer sft`` run of the tiny models records itself in
+``sft-runs/<key>.json``, so an RL preset with the same settings copies that team instead of training again.
+
+Safe under concurrency: the team is built in a temporary directory of its own and renamed into place in one
+step, while a lock file makes a second process wait for the first instead of training the same team twice;
+no process removes a directory another one may be writing.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from joy_agents.tiny import BUILD_VERSION, default_cache_dir, env_fingerprint, tiny_base_dir
+from joy_agents.tiny import (
+    BUILD_VERSION,
+    TINY_MODELS,
+    cache_lock,
+    cache_locks_work,
+    default_cache_dir,
+    env_fingerprint,
+    tiny_base_dir,
+)
+from joy_trainers.checks import check_sft_run, read_results
+from joy_trainers.errors import UsageError
 from joy_trainers.rl.distributed import barrier, world
 from joy_trainers.sft import AUTO_SFT_PRESETS, SFTConfig, SFTTrainer
 from joy_trainers.sft import PRESETS as SFT_PRESETS
 
-TINY_MODELS = ("tiny-base", "tiny", "tiny-small")
-"""The embedded models an RL run fine-tunes by itself (the sft tiny preset) when no ``sft_run`` is given; with
-SmolLM2 they make up ``joy_trainers.sft.AUTO_SFT_PRESETS``."""
+EVALUATION_OPTIONS = (
+    "eval_tasks",
+    "eval_split",
+    "eval_max_new_tokens",
+    "eval_max_cycles",
+    "eval_baseline",
+    "baseline_tasks",
+    "output_dir",
+    "overwrite",
+    "extra",
+)
+"""``sft`` options that do not change the trained team (left out of the cache key)."""
 
 
 def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> Path:
     """The ``team/`` directory an RL run starts from.
 
     ``sft_run``: a run directory written by the ``sft`` trainer (its ``team/`` is used). Without one and with
-    ``model="tiny-base"`` (``tiny``, ``tiny-small``; or ``smollm2-135m-instruct``), the ``sft`` trainer's tiny
-    (or smol) preset plus ``sft_overrides`` is run once into the cache (``~/.cache/joyagents/sft-<hash>``) and
-    reused by later runs with the same settings.
+    one of the embedded models (``tiny-base``, ``tiny``, ``tiny-small``) or ``smollm2-135m-instruct``, the
+    ``sft`` trainer's tiny (or smol) preset (plus ``sft_overrides``) is run once into the cache and reused by
+    later runs with the same settings (see the module documentation).
     """
+    check_sft_run(sft_run, model)
     if sft_run:
-        team = Path(sft_run) / "team"
-        if not (team / "team.json").is_file():
-            raise FileNotFoundError(f"{sft_run!r} holds no team/team.json; pass a run directory of the sft trainer")
-        return team
-    if model not in AUTO_SFT_PRESETS:
-        raise ValueError(
-            f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only these models are "
-            f"fine-tuned automatically: {', '.join(sorted(AUTO_SFT_PRESETS))}"
-        )
+        return Path(sft_run) / "team"
+    values = tiny_sft_values(model, seed, sft_overrides)
     run = tiny_sft_dir(model, seed, sft_overrides)
-    if (run / "team" / "team.json").is_file():
-        return run / "team"
-    rank, _ = world()
-    if rank == 0:
-        # team/team.json is written last: a run interrupted before it is redone from scratch
-        if run.exists():
-            shutil.rmtree(run)
-        preset = AUTO_SFT_PRESETS[model]
-        print(f"[rl] no cached SFT team for these settings; running the sft {preset} preset into {run}")
-        values = {**tiny_sft_values(model, seed, sft_overrides), "output_dir": str(run)}
-        SFTTrainer(SFTConfig.from_dict(values)).train()
+    if world()[0] == 0 and not _complete(run):
+        legacy = _legacy_dir(values)
+        if _complete(legacy):
+            return legacy / "team"
+        _build(run, values)
     barrier()
     return run / "team"
 
@@ -61,12 +82,106 @@ def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None 
     return {**values, "eval_tasks": 0, "output_dir": None}
 
 
+def sft_cache_key(values: dict[str, Any]) -> str:
+    """The cache key of an ``sft`` run of these options: the options that shape the team (defaults filled
+    in, evaluation options left out), the tiny-model build version and the env fingerprint."""
+    try:
+        config = asdict(SFTConfig.from_dict({k: v for k, v in values.items() if k not in EVALUATION_OPTIONS}))
+    except ValueError as exc:
+        raise UsageError(f"sft_overrides: {exc}") from None
+    shaping = {k: v for k, v in config.items() if k not in EVALUATION_OPTIONS}
+    key = {**shaping, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
+    if config["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
+        key["tiny_base"] = _tiny_base_digest()
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _tiny_base_digest() -> str:
+    return hashlib.sha256((tiny_base_dir() / "build_info.json").read_bytes()).hexdigest()
+
+
 def tiny_sft_dir(model: str = "tiny", seed: int = 0, sft_overrides: dict[str, Any] | None = None) -> Path:
     """Where :func:`sft_team` caches the automatic tiny SFT run of these settings (it may not exist yet)."""
-    # a new tiny-model build (tokenizer or shape) or a changed env (other expert data, other tokenizer
-    # corpus) must not reuse a team fine-tuned before
-    key = {**tiny_sft_values(model, seed, sft_overrides), "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
-    if key["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
-        key["tiny_base"] = hashlib.sha256((tiny_base_dir() / "build_info.json").read_bytes()).hexdigest()
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return Path(default_cache_dir()) / f"sft-{digest}"
+    return default_cache_dir() / f"sft-{sft_cache_key(tiny_sft_values(model, seed, sft_overrides))}"
+
+
+def register_sft_run(run_dir: Path, config: dict[str, Any]) -> None:
+    """Record a finished ``sft`` run of a tiny model under its cache key, so that RL runs with the same
+    settings reuse its team (``sft-runs/<key>.json`` in the cache, written atomically)."""
+    if config.get("model") not in TINY_MODELS:
+        return
+    index = default_cache_dir() / "sft-runs"
+    index.mkdir(parents=True, exist_ok=True)
+    entry = index / f"{sft_cache_key(config)}.json"
+    tmp = index / f".{entry.name}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps({"run": str(Path(run_dir).resolve())}))
+    os.replace(tmp, entry)
+
+
+def _complete(run: Path) -> bool:
+    return (run / "team" / "team.json").is_file()
+
+
+def _legacy_dir(values: dict[str, Any]) -> Path:
+    """Where releases before the key above cached the same team (reused if it is there)."""
+    key = {**values, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
+    if key["model"] == "tiny-base":
+        key["tiny_base"] = _tiny_base_digest()
+    return default_cache_dir() / f"sft-{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}"
+
+
+def _registered_run(key: str) -> Path | None:
+    """A finished ``sft`` run the user made with these settings, if one is recorded and still matches."""
+    entry = default_cache_dir() / "sft-runs" / f"{key}.json"
+    try:
+        run = Path(json.loads(entry.read_text())["run"])
+        config = read_results(run).get("config") or {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not _complete(run) or not config or sft_cache_key(config) != key:
+        return None  # moved, removed, overwritten by another run, or unfinished
+    return run
+
+
+def _copy_team(source: Path, dest: Path) -> None:
+    """Copy a finished SFT run's ``team/`` (and ``base/``, the fine-tuned base it sits on) into ``dest``."""
+    shutil.copytree(source / "team", dest / "team")
+    if (source / "base").is_dir():
+        shutil.copytree(source / "base", dest / "base")
+        team_file = dest / "team" / "team.json"
+        data = json.loads(team_file.read_text())
+        model = data["config"]["model"]
+        if Path(model).is_absolute() and Path(model).resolve() == (source / "base").resolve():
+            data["config"]["model"] = "../base"  # a team saved before paths were stored relative to it
+            team_file.write_text(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _build(run: Path, values: dict[str, Any]) -> None:
+    """Train (or copy from a registered run) the team of ``values`` into ``run``, atomically, once."""
+    key = run.name.removeprefix("sft-")
+    run.parent.mkdir(parents=True, exist_ok=True)
+    with cache_lock(run.parent / f"{run.name}.lock") as waited:
+        if _complete(run):  # built by the process we waited for
+            if waited:
+                print(f"[rl] another process built the cached SFT team {run}; using it")
+            return
+        if cache_locks_work():  # holding the lock, a temporary or incomplete directory is a crashed build's
+            for stale in [*run.parent.glob(f".{run.name}.tmp-*"), *([run] if run.exists() else [])]:
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{run.name}.tmp-", dir=run.parent))
+        try:
+            source = _registered_run(key)
+            if source is not None:
+                print(f"[rl] reusing the SFT team of {source} (same settings); copying it into {run}")
+                _copy_team(source, tmp)
+            else:
+                print(f"[rl] no cached SFT team for these settings; running the sft tiny preset into {run}")
+                SFTTrainer(SFTConfig.from_dict({**values, "output_dir": str(tmp)})).train()
+            try:
+                os.replace(tmp, run)
+            except OSError:
+                if not _complete(run):  # not another process's finished team (possible only without locks)
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)

@@ -54,12 +54,18 @@ class RunState:
         return SamplingConfig(temperature=temperature, max_new_tokens=self.config.max_new_tokens, stop=("</answer>",))
 
     def progress(self, row: dict[str, Any]) -> None:
-        if self.bar is not None:
-            # with a token budget the bar counts generated tokens (the steps needed are not known ahead)
-            self.bar.update(row["charts/tokens_generated"] if getattr(self.config, "token_budget", 0) else 1)
-            self.bar.set_postfix(
-                reward=f"{row['charts/reward_mean']:.3f}", selected=row["groups/selected"], refresh=False
-            )
+        """Advance the progress bar by one step's row (its reward shown with it); the last step closes the bar,
+        which draws its final line once."""
+        if self.bar is None:
+            return
+        # with a token budget the bar counts generated tokens (the steps needed are not known ahead)
+        n = row["charts/tokens_generated"] if getattr(self.config, "token_budget", 0) else 1
+        self.bar.set_postfix(reward=f"{row['charts/reward_mean']:.3f}", selected=row["groups/selected"], refresh=False)
+        if self.bar.n + n >= self.bar.total:
+            self.bar.n += n
+            self.bar.close()
+        else:
+            self.bar.update(n)
 
     @property
     def wall(self) -> float:

@@ -1,0 +1,11 @@
+"""``UsageError``: a mistake in what the user asked for (an option's value, a path, a run directory).
+
+Its message is one line naming the option, the value seen and the fix; ``joy-train`` and ``joy-eval``
+print it to stderr and exit with status 2. It subclasses ``ValueError``, so library callers catch it as one.
+"""
+
+from __future__ import annotations
+
+
+class UsageError(ValueError):
+    """A user mistake; the message says which option or path, the value seen and how to fix it."""
