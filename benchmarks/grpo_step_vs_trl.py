@@ -51,6 +51,7 @@ Differences that remain (they are the libraries' own choices, not settings):
 
     python benchmarks/grpo_step_vs_trl.py --out benchmarks/results/grpo_step_vs_trl.json
     python benchmarks/grpo_step_vs_trl.py --quick --threads 1 --out /tmp/grpo_vs_trl.json
+    python benchmarks/grpo_step_vs_trl.py --threads 1 --cpu-time --out /tmp/grpo_vs_trl_cpu.json  # busy machine
     python benchmarks/grpo_step_vs_trl.py --beta 0 --loss-type grpo --no-lora --out /tmp/full.json
 """
 
@@ -71,6 +72,14 @@ from typing import Any
 
 ROLE = "master"
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+_CLOCK = [time.perf_counter]  # ``--cpu-time``: time.process_time (CPU seconds of this process)
+
+
+def _now() -> float:
+    """The benchmark's clock: wall seconds, or CPU seconds of this process with ``--cpu-time``."""
+    return _CLOCK[0]()
+
+
 FULL = {"steps": 2, "rounds": 5}
 QUICK = {"steps": 1, "rounds": 2}
 
@@ -157,12 +166,12 @@ class OurSide:
 
         @contextlib.contextmanager
         def timed(team: Any, role: str) -> Iterator[None]:
-            start = time.perf_counter()
+            start = _now()
             try:
                 with original(team, role):
                     yield
             finally:
-                self._reference_s += time.perf_counter() - start
+                self._reference_s += _now() - start
 
         reference.active = timed
 
@@ -175,15 +184,15 @@ class OurSide:
 
         g = self.args.group_size
         self._reference_s = 0.0
-        start = time.perf_counter()
+        start = _now()
         groups = self.team.generate(ROLE, self.prompt_ids, self.sampling, num_samples=g)
         samples = [s for group in groups for s in group]
         texts = self.tokenizer.batch_decode([s.completion_ids for s in samples], skip_special_tokens=True)
-        generated = time.perf_counter()
+        generated = _now()
         rewards = torch.tensor([distinct_char_reward(t) for t in texts], dtype=torch.float32)
         advantages = group_advantages(rewards, g, scale=True)
         policy_update(self.team, ROLE, self.optimizer, samples, advantages.tolist(), self.update_config, self.reference)
-        end = time.perf_counter()
+        end = _now()
         return {
             "step_s": end - start,
             "generate_s": generated - start,
@@ -286,7 +295,7 @@ class TRLSide:
         class Timing(TrainerCallback):
             def on_step_begin(self, targs: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 side._current = {
-                    "start": time.perf_counter(),
+                    "start": _now(),
                     "generate_s": 0.0,
                     "reference_s": 0.0,
                     "training_step_s": 0.0,
@@ -294,7 +303,7 @@ class TRLSide:
 
             def on_step_end(self, targs: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 cur = side._current
-                total = time.perf_counter() - cur["start"]
+                total = _now() - cur["start"]
                 side.records.append(
                     {
                         "step_s": total,
@@ -321,9 +330,9 @@ class TRLSide:
         training_step = trainer.training_step
 
         def timed_generate(prompts: list[Any]) -> Any:
-            start = time.perf_counter()
+            start = _now()
             out = generate(prompts)
-            self._current["generate_s"] += time.perf_counter() - start
+            self._current["generate_s"] += _now() - start
             prompt_ids, completion_ids = out[0], out[1]
             self._current["completion_tokens"] = sum(len(c) for c in completion_ids) / max(1, len(completion_ids))
             if sorted(tuple(p) for p in prompt_ids) != self.expected:
@@ -333,18 +342,18 @@ class TRLSide:
         def timed_logps(*args: Any, **kwargs: Any) -> Any:
             if torch.is_grad_enabled():  # the policy forward of the loss
                 return logps(*args, **kwargs)
-            start = time.perf_counter()  # no grad: the reference forward (or old log-probs, not used here)
+            start = _now()  # no grad: the reference forward (or old log-probs, not used here)
             try:
                 return logps(*args, **kwargs)
             finally:
-                self._current["reference_s"] += time.perf_counter() - start
+                self._current["reference_s"] += _now() - start
 
         def timed_training_step(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = _now()
             try:
                 return training_step(*args, **kwargs)
             finally:
-                self._current["training_step_s"] += time.perf_counter() - start
+                self._current["training_step_s"] += _now() - start
 
         trainer._generate = timed_generate
         trainer.training_step = timed_training_step
@@ -389,6 +398,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; use 1 on a busy machine)")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time in CPU seconds of this process, not wall seconds: with --threads 1, other jobs barely move it",
+    )
     parser.add_argument("--quick", action="store_true", help=f"{QUICK['rounds']} rounds of {QUICK['steps']} step")
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else FULL
@@ -406,16 +420,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.cpu_time:
+        _CLOCK[0] = time.process_time
     if args.model is None:
         args.model = str(build_tiny_model(seed=0))
     torch.manual_seed(args.seed)
 
-    start = time.perf_counter()
+    start = _now()
     from transformers import AutoTokenizer
 
     prompts = env_prompts(AutoTokenizer.from_pretrained(args.model), args.prompts)
     ours = OurSide(args, prompts)
-    ours_setup_s = time.perf_counter() - start
+    ours_setup_s = _now() - start
 
     ours_records: list[dict[str, float]] = []
     total_trl_steps = 1 + args.rounds * args.steps
@@ -426,9 +442,9 @@ def main(argv: list[str] | None = None) -> dict:
             ours_records.extend(ours.step() for _ in range(args.steps))
 
     with tempfile.TemporaryDirectory(prefix="grpo_vs_trl-") as tmp:
-        start = time.perf_counter()
+        start = _now()
         theirs = TRLSide(args, prompts, ours.prompt_ids, total_trl_steps, between, tmp)
-        trl_setup_s = time.perf_counter() - start
+        trl_setup_s = _now() - start
         ours.step()  # warm-up (not timed), then TRL's warm-up step, then the rounds
         theirs.train()
     trl_records = theirs.records[1:]
@@ -473,6 +489,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "seed": args.seed,
                 "threads": torch.get_num_threads(),
                 "quick": args.quick,
+                "clock": "cpu" if args.cpu_time else "wall",
             },
             "versions": {
                 "torch": torch.__version__,

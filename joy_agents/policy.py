@@ -6,8 +6,11 @@ share ONE base model, loaded once with ``AutoModelForCausalLM.from_pretrained``,
 weights exist once in memory. Roles listed in ``TeamConfig.separate_models`` get their own model (for example a
 larger master), with their own LoRA adapter; with ``use_lora=False`` every role gets a full trainable copy.
 
-Any model name or local directory that ``from_pretrained`` accepts works; prompts are built with the role's
-tokenizer chat template (Qwen2.5 / Hermes conventions: ``tools`` are passed to the template).
+Any model name or local directory that ``from_pretrained`` accepts works, and so do a ``.gguf`` file and
+``smollm2-135m-instruct`` (converted once, :mod:`joy_agents.models`). Prompts are built with the role's tokenizer
+chat template (Qwen2.5 / Hermes conventions: ``tools`` are passed to the template); a template that ignores
+``tools`` gets them listed in the system message, with a warning, and prompts cut to a limit leave out their
+oldest turns, never the system message, the tools or the request (:mod:`joy_agents.chat`).
 
 Example::
 
@@ -26,6 +29,12 @@ Sampling (``TeamPolicy.generate``):
 
 * all prompts x ``num_samples`` rows go through ONE ``model.generate`` call (left padding, attention mask,
   KV cache); ``result[i][j]`` is sample ``j`` of prompt ``i``;
+* shared prefill (``TeamConfig.share_prefix``, on by default): a prompt that several rows share (the G samples
+  of a node, or G episodes of a task at the same turn) runs once, and so does the start that all of a call's
+  prompts share (a role's system prompt and tools, when at least ``MIN_SHARED_PREFIX`` tokens); their KV cache
+  is copied to the rows before decoding (:func:`prefill_shared`). ``logprobs`` does the same for rows with one
+  prompt (a GRPO group's G completions), gradients included. Both equal the unshared computation within float
+  rounding (1e-4 in float32, tested);
 * ``temperature == 0`` is greedy; otherwise tokens are drawn from ``softmax(logits / temperature)`` truncated to
   the ``top_p`` nucleus;
 * ``Sample.logprobs[t]`` is ``log_softmax(logits / temperature)`` at the sampled token (temperature 1 when
@@ -35,11 +44,12 @@ Sampling (``TeamPolicy.generate``):
   stays at one ``batch x vocab`` buffer instead of ``output_logits``' ``steps x batch x vocab``;
 * a row ends after the first EOS token (tokenizer EOS and the model's ``generation_config`` EOS ids) or the
   first token that completes one of ``SamplingConfig.stop`` (``finish_reason="stop"``), or after
-  ``max_new_tokens`` (``"length"``). Stop strings that are a single token are extra EOS ids; every stop string
-  is also matched in the decoded tail of each running row, so a stop spelled with several tokens ends the
-  row too. The completion keeps the token that ended it (the stop text, or the EOS id); when a stop string ends
-  inside a merged token, that whole token is kept (no re-tokenisation, so the text may run a few characters past
-  the stop);
+  ``max_new_tokens`` (``"length"``). Stop strings that are a single token are extra EOS ids; a stop string
+  spelled with several tokens (``</answer>`` in most vocabularies) is matched in the decoded tail of a running
+  row, and only of a row whose last token can complete one (it holds the stop's last character,
+  :func:`stop_end_candidates`), so few rows are ever decoded. The completion keeps the token that ended it (the
+  stop text, or the EOS id); when a stop string ends inside a merged token, that whole token is kept (no
+  re-tokenisation, so the text may run a few characters past the stop);
 * ``Sample.prompt_ids + Sample.completion_ids`` are exactly the ids fed to and produced by the model; trainers
   use them directly and never re-tokenise text. ``Sample.text`` is the completion decoded with special tokens
   kept, except EOS and pad ids.
@@ -67,15 +77,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import math
 import os
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from joy_agents.chat import FittedPrompt, render_prompt
+from joy_agents.chat import fit_prompt as fit_chat_prompt
+from joy_agents.models import resolve_model_path
 
 __all__ = [
     "PROMPT_STYLES",
@@ -200,10 +216,15 @@ class TeamConfig:
     device: str = "cpu"
     prompt_style: str = "full"
     """``full`` (system prompt and tools, the chat template's own rendering) or ``compact`` (:func:`prompt_view`)."""
+    share_prefix: bool = True
+    """Run a prompt that several rows share (G samples of one prompt, G episodes at the same turn) and the common
+    start of a batch's prompts once, in sampling and in teacher-forced log-probs (:func:`prefill_shared`)."""
 
     def __post_init__(self) -> None:
         if self.prompt_style not in PROMPT_STYLES:
             raise ValueError(f"TeamConfig.prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
+        if not isinstance(self.share_prefix, bool):
+            raise TypeError(f"TeamConfig.share_prefix must be true or false, got {self.share_prefix!r}")
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"TeamConfig.model must be a model name or local path, got {self.model!r}")
         if isinstance(self.roles, str):
@@ -386,6 +407,169 @@ def _as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int
     return out
 
 
+def unique_rows(rows: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[int]]:
+    """The distinct rows of ``rows`` in order of first appearance, and for each row the index of its copy."""
+    first: dict[tuple[int, ...], int] = {}
+    unique: list[list[int]] = []
+    index: list[int] = []
+    for r in rows:
+        key = tuple(r)
+        if key not in first:
+            first[key] = len(unique)
+            unique.append(list(r))
+        index.append(first[key])
+    return unique, index
+
+
+def common_prefix_length(rows: Sequence[Sequence[int]]) -> int:
+    """How many first tokens every row of ``rows`` shares."""
+    if not rows:
+        return 0
+    first = rows[0]
+    n = min(len(r) for r in rows)
+    for r in rows[1:]:
+        k = 0
+        while k < n and r[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+MIN_SHARED_PREFIX = 16
+"""Shortest common prefix of different prompts worth running once for all of them (:func:`prompt_layout`)."""
+
+
+@dataclass
+class PromptLayout:
+    """Distinct prompts laid out to run their shared parts once (:func:`prompt_layout`).
+
+    Row ``u`` of ``ids`` is ``[common tokens][padding][rest of prompt u]``: the first ``common`` columns are the
+    same in every row, every prompt ends in the last column, and ``positions`` count real tokens only, so the
+    padding in the middle changes nothing (it is masked out). ``index[r]`` is the distinct prompt of row ``r``
+    of the batch the layout serves.
+    """
+
+    ids: torch.Tensor  # (U, W)
+    mask: torch.Tensor  # (U, W)
+    positions: torch.Tensor  # (U, W)
+    common: int
+    index: torch.Tensor  # (R,)
+
+
+def prompt_layout(
+    rows: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu", min_common: int = MIN_SHARED_PREFIX
+) -> PromptLayout | None:
+    """The :class:`PromptLayout` of a batch of prompts ``rows`` when sharing saves work (some prompts repeat, or
+    all share at least ``min_common`` first tokens), else None. A common prefix shorter than ``min_common`` is
+    not split off; the common part always leaves every prompt at least its last token."""
+    unique, index = unique_rows(rows)
+    width = max(len(u) for u in unique)
+    if width < 2:
+        return None
+    common = min(common_prefix_length(unique), min(len(u) for u in unique) - 1)
+    if len(unique) > 1 and common < min_common:
+        common = 0
+    if len(unique) == len(rows) and common == 0:
+        return None
+    rest = max(len(u) for u in unique) - common
+    width = common + rest
+    ids = torch.full((len(unique), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(unique), width), dtype=torch.long)
+    for i, u in enumerate(unique):
+        ids[i, :common] = torch.tensor(u[:common], dtype=torch.long)
+        mask[i, :common] = 1
+        tail = u[common:]
+        ids[i, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+        mask[i, width - len(tail) :] = 1
+    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+    return PromptLayout(
+        ids.to(device), mask.to(device), positions.to(device), common, torch.tensor(index, device=device)
+    )
+
+
+@functools.cache
+def _cache_argument(model_class: type) -> str:
+    """The name of ``model_class.forward``'s KV-cache argument: ``cache`` in newer transformers, before that
+    ``past_key_values``."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def _cache_of(output: Any) -> Any:
+    cache = getattr(output, "cache", None)
+    return output.past_key_values if cache is None else cache
+
+
+def prefill_shared(model: torch.nn.Module, layout: PromptLayout) -> tuple[Any, str]:
+    """Run every column of ``layout`` but the last through ``model`` with each shared part computed once: the
+    common prefix for one row, then each distinct prompt's rest, then the KV cache copied out to the batch's
+    rows (``layout.index``). Returns ``(cache, name of the model's cache argument)``. Gradients flow through the
+    cache when enabled, so a loss on the rows reaches the shared tokens' computation once per row."""
+    hf = _hf_model(model)
+    arg = _cache_argument(type(hf))
+    width, common, n_unique = layout.ids.shape[1], layout.common, layout.ids.shape[0]
+    cache = None
+    if common > 0:
+        out = model(
+            input_ids=layout.ids[:1, :common],
+            attention_mask=layout.mask[:1, :common],
+            position_ids=layout.positions[:1, :common],
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = _cache_of(out)
+        if n_unique > 1:
+            cache.batch_repeat_interleave(n_unique)
+    if width - 1 > common:
+        extra = {arg: cache} if cache is not None else {}
+        out = model(
+            input_ids=layout.ids[:, common : width - 1],
+            attention_mask=layout.mask[:, : width - 1],
+            position_ids=layout.positions[:, common : width - 1],
+            use_cache=True,
+            logits_to_keep=1,
+            **extra,
+        )
+        cache = _cache_of(out)
+    if cache is None:
+        raise RuntimeError("internal error: prefill_shared got a layout without a prefix (width < 2)")
+    cache.reorder_cache(layout.index)
+    return cache, arg
+
+
+def prompt_batches(items: Sequence[Any], size: int, prompt: Any = None) -> list[list[Any]]:
+    """``items`` cut into micro-batches of at most ``size``, those with the same prompt next to each other and in
+    one micro-batch where they fit, so :meth:`TeamPolicy.logprobs` runs each prompt once per micro-batch.
+
+    ``prompt(item)`` gives an item's prompt ids (default ``item.prompt_ids``; for ``(sample, value)`` pairs the
+    sample's). Items keep their order within a prompt; prompts are taken in order of first appearance and packed
+    greedily; a prompt with more than ``size`` items fills whole micro-batches."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be an int >= 1, got {size!r}")
+
+    def default(item: Any) -> Sequence[int]:
+        return item[0].prompt_ids if isinstance(item, tuple) else item.prompt_ids
+
+    key_of = prompt or default
+    groups: dict[tuple[int, ...], list[Any]] = {}
+    for item in items:
+        groups.setdefault(tuple(key_of(item)), []).append(item)
+    batches: list[list[Any]] = []
+    current: list[Any] = []
+    for group in groups.values():
+        if len(current) + len(group) > size and current:
+            batches.append(current)
+            current = []
+        while len(group) > size:
+            batches.append(group[:size])
+            group = group[size:]
+        current.extend(group)
+    if current:
+        batches.append(current)
+    return batches
+
+
 class _LogprobRecorder:
     """Logits processor: records log_softmax(raw_logits / T) of each sampled token, applies temperature/top-p.
 
@@ -442,11 +626,47 @@ class _LogprobRecorder:
         return torch.stack(self.steps, dim=1)
 
 
+_END_CANDIDATES: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], torch.Tensor]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def stop_end_candidates(tokenizer: Any, stop_strings: Sequence[str], vocab_size: int | None = None) -> torch.Tensor:
+    """A boolean mask over token ids: ``True`` for the tokens that can complete one of ``stop_strings``.
+
+    A stop string first appears in a row's text when the token just generated holds its last character (the
+    token's own text contains a suffix of the stop, or the whole stop), so only rows whose last token contains
+    the last character of a stop string need their tail decoded. Tokens that decode alone to an incomplete
+    UTF-8 sequence (``\ufffd``) count when a stop ends in a non-ASCII character, and ids beyond the
+    tokenizer (a padded embedding) always count. Computed once per tokenizer and stop strings (one
+    ``batch_decode`` of the vocabulary).
+    """
+    n = max(len(tokenizer), int(vocab_size or 0))
+    key = (tuple(stop_strings), n)
+    try:
+        per_tok = _END_CANDIDATES.setdefault(tokenizer, {})
+    except TypeError:  # not weak-referenceable: no cache
+        per_tok = {}
+    if key in per_tok:
+        return per_tok[key]
+    ends = {st[-1] for st in stop_strings if st}
+    wide = any(not c.isascii() for c in ends)
+    texts = tokenizer.batch_decode(
+        [[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False
+    )
+    mask = torch.ones(n, dtype=torch.bool)
+    for i, text in enumerate(texts):
+        mask[i] = any(c in text for c in ends) or (wide and "\ufffd" in text)
+    per_tok[key] = mask
+    return mask
+
+
 class _StopCriterion:
     """Per-row stop detection: EOS / single-token stops by id, every stop string in the decoded tail.
 
     Records ``stop_len[row]``: number of generated tokens when the row stopped (-1 while running).
-    Only rows still running are decoded, and only their last few tokens.
+    Only running rows whose last token can complete a stop string (:func:`stop_end_candidates`) are decoded,
+    and only their last few tokens; with no stop string, no row is ever decoded.
     """
 
     def __init__(
@@ -457,6 +677,7 @@ class _StopCriterion:
         prompt_len: int,
         rows: int,
         device: torch.device,
+        vocab_size: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
@@ -466,16 +687,23 @@ class _StopCriterion:
         self.tail = max((len(s.encode("utf-8")) for s in stop_strings), default=0) + 1
         self.done = torch.zeros(rows, dtype=torch.bool, device=device)
         self.stop_len = torch.full((rows,), -1, dtype=torch.long, device=device)
+        self.candidates = (
+            stop_end_candidates(tokenizer, stop_strings, vocab_size).to(device) if stop_strings else None
+        )
+        self.decoded_rows = 0
+        """Row tails decoded so far (a measure of the text matching's cost)."""
 
     def __call__(self, input_ids: torch.Tensor, scores: Any = None, **kwargs: Any) -> torch.Tensor:
         length = input_ids.shape[1]
         n_new = length - self.prompt_len
+        last = input_ids[:, -1]
         if self.stop_ids.numel():
-            hit = torch.isin(input_ids[:, -1], self.stop_ids) & ~self.done
+            hit = torch.isin(last, self.stop_ids) & ~self.done
         else:
             hit = torch.zeros_like(self.done)
-        if self.stop_strings:
-            running = (~self.done & ~hit).nonzero().flatten()
+        if self.candidates is not None:
+            ends = self.candidates[last.clamp(0, self.candidates.numel() - 1)] | (last >= self.candidates.numel())
+            running = (~self.done & ~hit & ends).nonzero().flatten()
             if running.numel():
                 start = max(self.prompt_len, length - self.tail)
                 tails = self.tokenizer.batch_decode(
@@ -483,6 +711,7 @@ class _StopCriterion:
                     skip_special_tokens=False,
                     clean_up_tokenization_spaces=False,
                 )
+                self.decoded_rows += len(tails)
                 found = [i for i, text in enumerate(tails) if any(s in text for s in self.stop_strings)]
                 if found:
                     hit[running[found]] = True
@@ -513,7 +742,7 @@ class TeamPolicy:
         self._shared_roles = tuple(r for r in config.roles if r not in config.separate_models)
 
         def load(path: str) -> torch.nn.Module:
-            m = AutoModelForCausalLM.from_pretrained(path, dtype=self._torch_dtype)
+            m = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=self._torch_dtype)
             return m.to(self.device).eval()
 
         def saved(role: str) -> str | None:
@@ -573,7 +802,7 @@ class TeamPolicy:
     def _load_tokenizer(path: str) -> Any:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(path)
+        tok = AutoTokenizer.from_pretrained(resolve_model_path(path))
         if tok.pad_token_id is None:
             if tok.eos_token_id is None:
                 raise ValueError(f"tokenizer of {path!r} has neither a pad nor an eos token; set one and save it")
@@ -581,6 +810,7 @@ class TeamPolicy:
         return tok
 
     def _separate_tokenizer(self, path: str) -> Any:
+        path = resolve_model_path(path)
         has_files = any(
             os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")
         )
@@ -662,20 +892,18 @@ class TeamPolicy:
     def encode_prompt(self, role: str, messages: list[dict], tools: list[dict] | None, note: str = "") -> list[int]:
         """Token ids of the chat ``messages`` (+ ``tools`` schemas) with the assistant generation prompt, in the
         team's ``prompt_style`` (:func:`prompt_view`); ``note`` (e.g. retrieved memories) is appended to the
-        system message."""
+        system message. A chat template that ignores ``tools`` gets them listed in the system message
+        (:func:`joy_agents.chat.render_prompt`)."""
         messages, tools = prompt_view(self.config.prompt_style, role, messages, tools)
-        messages = with_system_note(messages, note)
-        tok = self.tokenizer_for(role)
-        if getattr(tok, "chat_template", None) is None:
-            raise ValueError(f"the tokenizer of role {role!r} has no chat_template; use an instruct model's tokenizer")
-        out = tok.apply_chat_template(
-            messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
-        )
-        if isinstance(out, dict) or hasattr(out, "input_ids"):
-            out = out["input_ids"]
-        if isinstance(out, torch.Tensor):
-            out = out.tolist()
-        return [int(t) for t in out]
+        return render_prompt(self.tokenizer_for(role), with_system_note(messages, note), tools)
+
+    def fit_prompt(
+        self, role: str, messages: list[dict], tools: list[dict] | None, max_tokens: int, note: str = ""
+    ) -> FittedPrompt:
+        """:meth:`encode_prompt` cut to ``max_tokens`` by leaving out the oldest turns, never the system message,
+        the tools or the request (:func:`joy_agents.chat.fit_prompt`); returns a ``FittedPrompt``."""
+        messages, tools = prompt_view(self.config.prompt_style, role, messages, tools)
+        return fit_chat_prompt(self.tokenizer_for(role), with_system_note(messages, note), tools, max_tokens)
 
     # ------------------------------------------------------------------ ids
     def _eos_ids(self, role: str) -> list[int]:
@@ -748,10 +976,17 @@ class TeamPolicy:
         text_stops = tuple(s for s in config.stop if s not in added)
 
         rows = [p for p in prompts for _ in range(num_samples)]
-        input_ids, attention_mask, _ = self._left_pad(rows, pad_id)
+        # a prompt repeated (G samples, or G episodes at the same turn) and the common start of all prompts
+        # (a role's system prompt and tools) are prefilled once and their KV cache copied to the rows
+        layout = prompt_layout(rows, pad_id, self.device) if self.config.share_prefix else None
+        if layout is None:
+            input_ids, attention_mask, _ = self._left_pad(rows, pad_id)
+        else:
+            input_ids, attention_mask = layout.ids[layout.index], layout.mask[layout.index]
         prompt_len = input_ids.shape[1]
         recorder = _LogprobRecorder(config.temperature, config.top_p)
-        criterion = _StopCriterion(tok, end_ids, text_stops, prompt_len, len(rows), input_ids.device)
+        vocab = int(self._models[role].get_input_embeddings().num_embeddings)
+        criterion = _StopCriterion(tok, end_ids, text_stops, prompt_len, len(rows), input_ids.device, vocab)
         sampling = config.temperature > 0
         gen_kwargs: dict[str, Any] = dict(
             max_new_tokens=config.max_new_tokens,
@@ -773,12 +1008,17 @@ class TeamPolicy:
         try:
             model.eval()
             with torch.no_grad():
+                extra: dict[str, Any] = {}
+                if layout is not None:
+                    cache, arg = prefill_shared(model, layout)
+                    extra[arg] = cache
                 sequences = model.generate(
                     input_ids=input_ids,
                     attention_mask=attention_mask,
                     generation_config=gen_config,
                     logits_processor=LogitsProcessorList([recorder]),
                     stopping_criteria=StoppingCriteriaList([criterion]),
+                    **extra,
                 )
         finally:
             hf.generation_config = saved_config
@@ -825,11 +1065,17 @@ class TeamPolicy:
         prompt_ids: list[list[int]],
         completion_ids: list[list[int]],
         temperature: float = 1.0,
+        share_prefix: bool | None = None,
     ) -> list[torch.Tensor]:
         """Teacher-forced log-probs ``log_softmax(logits / temperature)`` of each completion token (batched).
 
         Returns one 1-D float32 tensor per row (length of its completion), with grad when grad is enabled.
         ``temperature == 0`` means 1 (as in ``Sample.logprobs`` of greedy samples).
+
+        ``share_prefix`` (default ``TeamConfig.share_prefix``): rows with the same prompt (a GRPO group's G
+        completions) and the start all prompts share run those tokens once (:func:`prefill_shared`), then each
+        row runs its completion on a copy of the KV cache: the same log-probs (within float rounding) and
+        gradients, in less compute. :func:`prompt_batches` puts rows of the same prompt in the same batch.
         """
         self._check_role(role)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
@@ -851,6 +1097,10 @@ class TeamPolicy:
         self._check_ids(role, seqs)
         model = self._activate(role)
         pad_id = int(self._tokenizers[role].pad_token_id)
+        share = self.config.share_prefix if share_prefix is None else share_prefix
+        layout = prompt_layout(prompts, pad_id, self.device) if share else None
+        if layout is not None:
+            return self._shared_logprobs(model, layout, completions, temp, pad_id)
         ids, mask, pos = self._left_pad(seqs, pad_id)
         width = ids.shape[1]
         # rows are right-aligned: the logits predicting the last `longest` tokens sit at columns
@@ -863,6 +1113,34 @@ class TeamPolicy:
         targets = ids[:, width - longest :]
         picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
         return [picked[i, longest - len(c) :] for i, c in enumerate(completions)]
+
+    def _shared_logprobs(
+        self, model: torch.nn.Module, layout: PromptLayout, completions: list[list[int]], temp: float, pad_id: int
+    ) -> list[torch.Tensor]:
+        """:meth:`logprobs` over a shared prefill: each row runs its prompt's last token and its completion on
+        the rows' copy of the KV cache of the rest of its prompt."""
+        cache, arg = prefill_shared(model, layout)
+        width = layout.ids.shape[1]
+        rows, longest = len(completions), max(len(c) for c in completions)
+        ids = torch.full((rows, 1 + longest), pad_id, dtype=torch.long)
+        row_mask = torch.zeros((rows, 1 + longest), dtype=torch.long)
+        for r, c in enumerate(completions):
+            ids[r, 1 : 1 + len(c)] = torch.tensor(c, dtype=torch.long)
+            row_mask[r, : 1 + len(c)] = 1
+        ids, row_mask = ids.to(self.device), row_mask.to(self.device)
+        ids[:, 0] = layout.ids[layout.index, width - 1]  # every prompt ends in the last column
+        mask = torch.cat([layout.mask[layout.index, : width - 1], row_mask], dim=1)
+        start = layout.positions[layout.index, width - 1]  # (R,)
+        pos = start[:, None] + torch.arange(1 + longest, device=self.device)[None, :]
+        keep = torch.arange(0, longest, device=self.device)  # column t predicts completion token t
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep, use_cache=True,
+                    **{arg: cache})
+        logits = out.logits.float()  # (R, longest, V)
+        if temp != 1.0:
+            logits = logits / temp
+        targets = ids[:, 1:]
+        picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        return [picked[r, : len(c)] for r, c in enumerate(completions)]
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str) -> None:
@@ -920,8 +1198,8 @@ class TeamPolicy:
 def _stored_model_path(model: str, team_dir: str) -> str:
     """How ``team.json`` names a model: a local directory inside the team's run directory (e.g. the ``sft``
     trainer's ``base/``) relative to the team (``../base``), so the run can be moved; another local
-    directory as an absolute path; a hub name as it is."""
-    if not os.path.isdir(model):
+    directory or ``.gguf`` file as an absolute path; a hub name (or ``smollm2-135m-instruct``) as it is."""
+    if not os.path.exists(model):
         return model
     model = os.path.abspath(model)
     run_dir = os.path.dirname(team_dir)
@@ -936,7 +1214,7 @@ def _loaded_model_path(model: str, team_dir: str, file: str) -> str:
     not there is an error naming it (a hub name is left to ``from_pretrained``)."""
     if model.startswith(("./", "../")):
         model = os.path.normpath(os.path.join(os.path.abspath(team_dir), model))
-    if (os.path.isabs(model) or model.startswith("~")) and not os.path.isdir(os.path.expanduser(model)):
+    if (os.path.isabs(model) or model.startswith("~")) and not os.path.exists(os.path.expanduser(model)):
         raise FileNotFoundError(
             f"{file} names the model {model}, which does not exist (was it or the run moved?); put it back or "
             f"edit \"model\" in {file}"

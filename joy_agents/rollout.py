@@ -45,6 +45,8 @@ class Node:
     """The query the role answered (its first user message): the key memory is written under."""
     role_turn: int = 0
     """How many turns the role had taken before this one in its own conversation."""
+    prompt_truncated: bool = False
+    """Whether the prompt was cut to ``RolloutConfig.max_prompt_tokens`` (its oldest turns left out)."""
 
     @property
     def trainable(self) -> bool:
@@ -94,7 +96,8 @@ class RolloutConfig:
     """Sampling of every role (greedy by default). Turns end at ``</answer>`` or the end-of-turn token, so
     a turn may hold several tool calls."""
     max_prompt_tokens: int = 3072
-    """Longer prompts keep their last tokens."""
+    """Longer prompts leave out their oldest turns, never the system prompt, the tools or the request
+    (:func:`joy_agents.chat.fit_prompt`); such nodes have ``prompt_truncated``."""
     keep_snapshots: bool = False
     """Store the env snapshot before each node (needed for node-wise branching)."""
     max_cycles: int = 24
@@ -129,6 +132,7 @@ class RolloutEngine:
         self.prototype = joy_env.make(env_id, split=split, seed=seed, max_cycles=self.config.max_cycles)
         self.progress = progress
         self._pool: list[Any] = []
+        self.last_truncated = False
 
     def _env(self, i: int) -> Any:
         """The i-th env of the pool (envs share the prototype's read-only world)."""
@@ -139,7 +143,8 @@ class RolloutEngine:
 
     def prompt(self, env: Any, role: str) -> tuple[list[int], tuple[int, ...], str | None]:
         """The prompt ids of ``role``'s pending turn in ``env`` (memory included, cut to
-        ``max_prompt_tokens``), the memory entries shown, and an action to reuse from memory (or None)."""
+        ``max_prompt_tokens``), the memory entries shown, and an action to reuse from memory (or None).
+        Whether the prompt was cut is in ``self.last_truncated``."""
         info = env.infos[role]
         messages = list(info["messages"])
         memory_ids: tuple[int, ...] = ()
@@ -154,8 +159,9 @@ class RolloutEngine:
                 if bank.config.reuse_similarity is not None and sim >= bank.config.reuse_similarity:
                     reuse = best.action
                 note = render_memories([e for e, _ in found])
-        ids = self.policy.encode_prompt(role, messages, info["tools"] or None, note)
-        return ids[-self.config.max_prompt_tokens :], memory_ids, reuse
+        fitted = self.policy.fit_prompt(role, messages, info["tools"] or None, self.config.max_prompt_tokens, note)
+        self.last_truncated = fitted.truncated
+        return fitted.ids, memory_ids, reuse
 
     def run(
         self, starts: Sequence[int | EnvSnapshot | Branch], sampling: SamplingConfig | None = None
@@ -199,24 +205,32 @@ class RolloutEngine:
                     continue
                 pending[env.agent_selection].append(i)
             for role, idx in pending.items():
-                prompts, shown, todo = [], [], []
+                prompts, shown, todo, cut = [], [], [], []
                 for i in idx:
                     ids, memory_ids, reuse = self.prompt(envs[i], role)
                     if reuse is not None:
-                        self._apply(envs[i], role, _reused(ids, reuse), nodes[i], memory_ids)
+                        self._apply(envs[i], role, _reused(ids, reuse), nodes[i], memory_ids, self.last_truncated)
                         continue
                     prompts.append(ids)
                     shown.append(memory_ids)
                     todo.append(i)
+                    cut.append(self.last_truncated)
+                # one generate per role: equal prompts (G episodes of a task at the same turn) are prefilled once
                 samples = self.policy.generate(role, prompts, sampling, num_samples=1) if prompts else []
-                for i, group, memory_ids in zip(todo, samples, shown, strict=True):
-                    self._apply(envs[i], role, group[0], nodes[i], memory_ids)
+                for i, group, memory_ids, c in zip(todo, samples, shown, cut, strict=True):
+                    self._apply(envs[i], role, group[0], nodes[i], memory_ids, c)
         if bar is not None:
             bar.close()
         return [self._trajectory(env, ns) for env, ns in zip(envs, nodes, strict=True)]
 
     def _apply(
-        self, env: Any, role: str, sample: Sample, nodes: list[Node], memory_ids: tuple[int, ...] = ()
+        self,
+        env: Any,
+        role: str,
+        sample: Sample,
+        nodes: list[Node],
+        memory_ids: tuple[int, ...] = (),
+        truncated: bool = False,
     ) -> None:
         snap = env.snapshot() if self.config.keep_snapshots else None
         messages = env.infos[role]["messages"]
@@ -233,6 +247,7 @@ class RolloutEngine:
                 memory_ids=tuple(memory_ids),
                 memory_key=memory_key(messages),
                 role_turn=role_turn(messages),
+                prompt_truncated=truncated,
             )
         )
         env.step(sample.text)  # the policy's text never holds the end-of-turn token
@@ -261,6 +276,11 @@ def _reused(prompt_ids: list[int], action: str) -> Sample:
     return Sample(prompt_ids=list(prompt_ids), completion_ids=[], logprobs=[], text=action, finish_reason="memory")
 
 
+def truncated_prompts(trajectories: Sequence[Trajectory]) -> int:
+    """How many agent turns of ``trajectories`` saw a prompt cut to ``max_prompt_tokens``."""
+    return sum(1 for t in trajectories for n in t.nodes if n.prompt_truncated)
+
+
 def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     """The ``metrics`` block of ``results.json``: success, reward, accuracy, format validity, per domain."""
     n = len(trajectories)
@@ -282,6 +302,7 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         "format_valid_rate": format_rate(trajectories),
         "generated_tokens": sum(t.generated_tokens for t in trajectories),
         "episodes": n,
+        "prompts_truncated": truncated_prompts(trajectories),
         "per_domain": {
             d: {
                 "success_rate": sum(t.success for t in ts) / len(ts),

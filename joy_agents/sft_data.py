@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import joy_env
+from joy_agents.chat import fit_prompt, prompt_head, render_prompt
 from joy_agents.policy import prompt_view
 from joy_env.expert import expert_action
 from joy_env.protocol import format_turn, parse_action
@@ -389,19 +390,18 @@ def end_of_turn(tokenizer: Any) -> str:
 def tokenize_example(tokenizer: Any, example: Example, max_length: int | None = None) -> dict[str, list[int]]:
     """``input_ids`` and ``labels`` (prompt masked with -100) of one example.
 
-    The prompt is the chat template with ``add_generation_prompt=True``; the completion (expert text plus
-    the end-of-turn token) is tokenised separately and appended, exactly as generation would produce it.
-    With ``max_length``, the prompt is cut from the left so the completion always fits.
+    The prompt is the chat template with ``add_generation_prompt=True`` (tools listed in the system message when
+    the template ignores them, :func:`joy_agents.chat.render_prompt`); the completion (expert text plus the
+    end-of-turn token) is tokenised separately and appended, exactly as generation would produce it. With
+    ``max_length``, the prompt leaves out its oldest turns, as at rollout time (:func:`joy_agents.chat.fit_prompt`),
+    so the completion always fits.
     """
-    prompt_ids = tokenizer.apply_chat_template(
-        list(example.messages), tools=list(example.tools) or None, add_generation_prompt=True, tokenize=True
-    )
-    if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "keys"):
-        prompt_ids = prompt_ids["input_ids"]
+    messages, tools = list(example.messages), list(example.tools) or None
+    prompt_ids = render_prompt(tokenizer, messages, tools)
     completion_ids = tokenizer(example.completion + end_of_turn(tokenizer), add_special_tokens=False)["input_ids"]
     if max_length is not None and len(prompt_ids) + len(completion_ids) > max_length:
         keep = max(0, max_length - len(completion_ids))
-        prompt_ids = prompt_ids[len(prompt_ids) - keep :] if keep else []
+        prompt_ids = fit_prompt(tokenizer, messages, tools, keep).ids if keep else []
         completion_ids = completion_ids[:max_length]
     return {
         "input_ids": list(prompt_ids) + list(completion_ids),
@@ -447,10 +447,13 @@ def conversation_rows(tokenizer: Any, examples: Sequence[Example], max_length: i
 
     A conversation is the examples of one task and role. Its last example's tokens hold every earlier turn
     (the chat template does not drift at turn boundaries), so each turn's completion is a span of them.
-    A conversation longer than ``max_length`` is cut from its end: a row ends with the last turn not yet
-    covered, starts ``max_length`` tokens before, and covers every turn that lies inside; earlier turns go
-    to further rows. A turn is never split. Conversations whose turns are not a prefix of the last one fall
-    back to one row per turn.
+    A conversation longer than ``max_length`` is cut as prompts are at rollout time
+    (:func:`joy_agents.chat.fit_prompt`): a row ends with the last turn not yet covered and keeps the
+    conversation's start, the system message (the role tag of a compact prompt) with its tools and the request,
+    when they take at most three quarters of ``max_length``; the middle is left out and the rest of the row is
+    the text before the row's end. The row supervises every turn that lies inside; earlier turns go to further
+    rows. A turn is never split (unless one alone is longer than a row: its end is kept). Conversations whose
+    turns are not a prefix of the last one fall back to one row per turn.
     """
     if max_length < 2:
         raise ValueError(f"max_length must be >= 2, got {max_length!r}")
@@ -472,14 +475,19 @@ def conversation_rows(tokenizer: Any, examples: Sequence[Example], max_length: i
         if not spans:
             rows += [tokenize_example(tokenizer, ex, max_length) for ex in group]
             continue
+        last = group[-1]
+        head = prompt_head(tokenizer, list(last.messages), list(last.tools) or None)
+        if len(head) > max_length - max(1, max_length // 4):
+            head = []  # too long to keep: rows are the text before their end
         while spans:
             end = spans[-1][1]
-            start = max(0, end - max_length)
+            lead = head if end > max_length else []  # the middle is cut: keep the conversation's start
+            start = max(0, end - max_length + len(lead))
             inside = [s for s in spans if s[0] >= start] or [spans[-1]]  # a turn longer than a row: its end
-            labels = [-100] * (end - start)
+            labels = [-100] * (len(lead) + end - start)
             for a, b in inside:
                 for j in range(max(a, start), b):
-                    labels[j - start] = whole[j]
-            rows.append({"input_ids": whole[start:end], "labels": labels})
+                    labels[len(lead) + j - start] = whole[j]
+            rows.append({"input_ids": list(lead) + whole[start:end], "labels": labels})
             spans = spans[: len(spans) - len(inside)]
     return rows

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import joy_env
+from joy_agents.models import SMOLLM2_ALIASES
 from joy_agents.tiny import TINY_MODELS
 from joy_trainers.errors import UsageError
 
@@ -32,13 +33,13 @@ def check_team_dir(team: Path, option: str) -> None:
 
 
 def check_sft_run(sft_run: str | None, model: str) -> None:
-    """An RL run starts from ``sft_run``'s team, or from the automatic tiny SFT team for the tiny models."""
+    """An RL run starts from ``sft_run``'s team, or from the automatic SFT team for the tiny models and SmolLM2."""
     if sft_run:
         check_team_dir(Path(sft_run) / "team", "sft_run")
-    elif model not in TINY_MODELS:
+    elif model not in (*TINY_MODELS, *SMOLLM2_ALIASES):
         raise UsageError(
-            f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only the embedded "
-            "tiny models are fine-tuned automatically"
+            f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only these models are "
+            f"fine-tuned automatically: {', '.join((*TINY_MODELS, *SMOLLM2_ALIASES))}"
         )
 
 

@@ -36,7 +36,7 @@ from joy_agents.memory import MemoryConfig
 from joy_agents.policy import SamplingConfig
 from joy_agents.rollout import Branch
 from joy_trainers import rl
-from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
+from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -93,6 +93,7 @@ TINY_RL = {
 }
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": dict(TINY_RL)}
+PRESETS["smol"] = {**SMOL_RL, "max_nodes": 4}  # SmolLM2-135M-Instruct (joy_trainers.sft.SMOL_RL)
 
 
 class JoyAgentsGRPOTrainer(rl.RLTrainer):

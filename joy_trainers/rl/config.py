@@ -16,11 +16,12 @@ class RLConfig:
 
     model: str = "tiny-base"
     """Base model of the team: the embedded ``tiny-base`` (or ``tiny``, ``tiny-small``) is fine-tuned
-    automatically by the sft tiny preset; any other model needs ``sft_run``."""
+    automatically by the sft tiny preset, ``smollm2-135m-instruct`` by the sft smol preset; any other model
+    (a Hugging Face name, a directory or a ``.gguf`` file) needs ``sft_run``."""
     sft_run: str | None = None
     """Run directory of the ``sft`` trainer to start from (its ``team/``)."""
     sft_overrides: dict[str, Any] = field(default_factory=dict)
-    """Options of the automatic tiny SFT run (with an embedded ``model`` and no ``sft_run``)."""
+    """Options of the automatic SFT run (with an embedded or SmolLM2 ``model`` and no ``sft_run``)."""
     env_id: str = "joy/mixed-v0"
     """Environment of training and evaluation."""
     seed: int = 0
@@ -64,7 +65,8 @@ class RLConfig:
     max_cycles: int = 16
     """Agent turns per episode."""
     max_prompt_tokens: int = 3072
-    """Longer prompts keep their last tokens."""
+    """Longer prompts leave out their oldest turns, never the system prompt, the tools or the request
+    (``prompts/truncated`` counts them)."""
     eval_tasks: int = 200
     """Test tasks evaluated before and after (0: skip)."""
     eval_split: str = "test"

@@ -122,6 +122,7 @@ def metrics_row(state: RunState, step: int, out: StepOutput) -> dict[str, Any]:
         "sample_rewards": [r for g in groups for r in g.rewards],
         "selected_roles": [g.role for g in selected],
         "selected_variances": [g.variance for g in selected],
+        "truncated": sum(1 for t in [*trajectories, *continuations] for n in t.nodes if n.prompt_truncated),
     }
     parts = all_gather_objects(local)
 
@@ -150,6 +151,7 @@ def metrics_row(state: RunState, step: int, out: StepOutput) -> dict[str, Any]:
         "groups/nonzero_variance": sum(1 for v in cat("variances") if v > 0),
         "groups/selected": len(cat("selected_roles")),
         "groups/selected_variance_mean": mean(cat("selected_variances")),
+        "prompts/truncated": sum(p["truncated"] for p in parts),
     }
     by_domain: dict[str, list[float]] = {}
     for d, r in cat("domains"):

@@ -1,5 +1,5 @@
-"""The team an RL run starts from: a given ``sft`` run directory, or for the embedded tiny models an ``sft``
-run with the tiny preset, trained once and cached.
+"""The team an RL run starts from: a given ``sft`` run directory, or for the embedded tiny models (and
+SmolLM2-135M-Instruct) an ``sft`` run with the tiny (smol) preset, trained once and cached.
 
 The cache (``$JOY_CACHE_DIR``, default ``~/.cache/joyagents``) holds ``sft-<key>/`` per set of SFT options,
 where the key covers the options that shape the team (not its evaluation), the tiny-model build version and
@@ -35,8 +35,8 @@ from joy_agents.tiny import (
 from joy_trainers.checks import check_sft_run, read_results
 from joy_trainers.errors import UsageError
 from joy_trainers.rl.distributed import barrier, world
+from joy_trainers.sft import AUTO_SFT_PRESETS, SFTConfig, SFTTrainer
 from joy_trainers.sft import PRESETS as SFT_PRESETS
-from joy_trainers.sft import SFTConfig, SFTTrainer
 
 EVALUATION_OPTIONS = (
     "eval_tasks",
@@ -56,9 +56,9 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
     """The ``team/`` directory an RL run starts from; ``seed`` is the run's data seed.
 
     ``sft_run``: a run directory written by the ``sft`` trainer (its ``team/`` is used). Without one and with
-    one of the embedded models (``tiny-base``, ``tiny``, ``tiny-small``), the ``sft`` trainer's tiny preset
-    (plus ``sft_overrides``) is run once into the cache and reused by later runs with the same settings (see
-    the module documentation).
+    one of the embedded models (``tiny-base``, ``tiny``, ``tiny-small``) or ``smollm2-135m-instruct``, the
+    ``sft`` trainer's tiny (or smol) preset (plus ``sft_overrides``) is run once into the cache and reused by
+    later runs with the same settings (see the module documentation).
     """
     check_sft_run(sft_run, model)
     if sft_run:
@@ -81,8 +81,10 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
 
 
 def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``sft`` options of the automatic tiny SFT run (its tiny preset, ``sft_overrides``, no evaluation)."""
-    values = {**SFT_PRESETS["tiny"], "model": model, "seed": seed, **(sft_overrides or {})}
+    """The ``sft`` options of the automatic SFT run of ``model`` (its preset in ``AUTO_SFT_PRESETS``: ``tiny``
+    for the tiny models, ``smol`` for SmolLM2; then ``sft_overrides``; no evaluation)."""
+    preset = SFT_PRESETS[AUTO_SFT_PRESETS.get(model, "tiny")]
+    values = {**preset, "model": model, "seed": seed, **(sft_overrides or {})}
     return {**values, "eval_tasks": 0, "output_dir": None}
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from joy_agents.policy import prompt_batches
 from joy_trainers.losses import policy_loss
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import all_gather_objects, all_reduce_sum
@@ -96,8 +97,9 @@ def policy_update(
     for p in params:
         p.grad = None
     width_all = cfg.max_completion_length
-    for start in range(0, len(rows), cfg.micro_batch_size):
-        chunk = rows[start : start + cfg.micro_batch_size]
+    # micro-batches keep the rows of one prompt (a GRPO group) together: team.logprobs runs a prompt once for
+    # all its completions (TeamConfig.share_prefix); the loss does not depend on how rows are batched
+    for chunk in prompt_batches(rows, cfg.micro_batch_size):
         prompts = [list(s.prompt_ids) for s, _ in chunk]
         completions = [list(s.completion_ids) for s, _ in chunk]
         width = max(len(c) for c in completions)
