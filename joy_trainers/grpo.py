@@ -34,12 +34,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "iterations": 2,
         "steps_per_iteration": 6,
         "tasks_per_step": 6,
+        "temperature": 1.0,
         "lr": 2e-3,
         "beta": 0.04,
         "max_new_tokens": 96,
         "max_cycles": 10,
         "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS,
-        "eval_tasks": 100,
+        "eval_tasks": 300,
         "checkpoint_every": 3,
     }
 }

@@ -80,16 +80,19 @@ class JoyAgentsGRPOConfig(rl.RLConfig):
 TINY_RL = {
     "model": "tiny-base",
     "iterations": 2,
-    "steps_per_iteration": 6,
-    "tasks_per_step": 6,
+    "steps_per_iteration": 10,
+    "tasks_per_step": 8,
     "max_nodes": 4,
+    "top_k": 8,
+    "temperature": 1.0,  # at 1.2 most samples of the tiny agents are malformed
     "lr": 2e-3,
     "beta": 0.04,
+    "memory_min_similarity": 0.9,  # notes of other requests mislead the tiny agents (docs/results.md)
     "max_new_tokens": 96,
     "max_cycles": 10,
     "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS,
-    "eval_tasks": 100,
-    "checkpoint_every": 3,
+    "eval_tasks": 300,
+    "checkpoint_every": 5,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": dict(TINY_RL)}

@@ -204,6 +204,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval_max_cycles": 12,
         "baseline_tasks": 300,
         "activation_checkpointing": False,
+        # compact rows share only their role tag; the prefix path costs more than it saves here
+        "shared_prefix": False,
     }
 }
 
