@@ -313,7 +313,7 @@ def bucketed_order(
         rng.shuffle(batches)
         this = [i for b in batches for i in b]
         share = min(1.0, epochs - p)
-        order += this if share == 1.0 else this[: int(round(share * len(this)))]
+        order += this if share == 1.0 else this[: max(1, int(round(share * len(this))))]  # epochs > 0: a row at least
     return order
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from joy_agents.policy import TeamPolicy
-from joy_trainers.sft import SFTConfig, SFTTrainer, collate_left, completion_loss
+from joy_trainers.sft import SFTConfig, SFTTrainer, bucketed_order, collate_left, completion_loss
 
 
 class _Wrapper(torch.nn.Module):  # stands for DDP / FSDP: the model is its .module
@@ -78,10 +78,15 @@ def test_sft_smoke_run_lowers_the_loss_and_changes_adapters(tiny_dir, tmp_path, 
     assert results["examples_per_role"]["qa"] == 0 or any(p.abs().sum() > 0 for p in b_qa)
 
 
+def test_a_fraction_of_an_epoch_over_few_rows_still_trains_one():
+    # 0.2 epoch of 2 rows rounds to none; a role with examples must not get an empty dataset
+    assert len(bucketed_order([5, 7], 4, 0.2, 0)) == 1
+    assert len(bucketed_order([5] * 10, 4, 0.5, 0)) == 5
+
+
 def test_bucketed_order_covers_every_example_per_pass_with_low_padding_and_mixed_batches():
     import random
 
-    from joy_trainers.sft import bucketed_order
 
     rng = random.Random(0)
     lengths = [rng.choice([40, 60, 300, 380]) + rng.randint(0, 9) for _ in range(256)]
