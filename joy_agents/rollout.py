@@ -1,6 +1,7 @@
 """The rollout engine: many episodes at once, one batched ``generate`` per role per step.
 
-``RolloutEngine(policy, env_id, split).run(starts)`` plays one episode per start (a task index or an
+``RolloutEngine(policy, env_id, split).run(starts)`` (``env_kwargs``: the env's task-source options, e.g.
+``{"source": "tau2"}``) plays one episode per start (a task index or an
 ``EnvSnapshot`` to branch from) over its own env clones. At every step it collects the pending turns of
 all running episodes, groups them by role, and sends each role's prompts through one
 ``policy.generate`` call (the role's adapter active, KV cache, left padding). Each agent turn becomes a
@@ -15,7 +16,7 @@ Token ids are never re-derived from text: what the policy produced is what train
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +123,7 @@ class RolloutEngine:
         config: RolloutConfig | None = None,
         progress: bool = True,
         memory: dict[str, Any] | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self.policy = policy
         self.memory = memory or {}
@@ -129,7 +131,11 @@ class RolloutEngine:
         self.config = config or RolloutConfig()
         self.env_id = env_id
         self.split = split
-        self.prototype = joy_env.make(env_id, split=split, seed=seed, max_cycles=self.config.max_cycles)
+        self.env_kwargs = dict(env_kwargs or {})
+        """Task-source options of ``joy_env.make`` (e.g. ``{"source": "tau2"}``)."""
+        self.prototype = joy_env.make(
+            env_id, split=split, seed=seed, max_cycles=self.config.max_cycles, **self.env_kwargs
+        )
         self.progress = progress
         self._pool: list[Any] = []
         self.last_truncated = False
@@ -282,7 +288,8 @@ def truncated_prompts(trajectories: Sequence[Trajectory]) -> int:
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
-    """The ``metrics`` block of ``results.json``: success, reward, accuracy, format validity, per domain."""
+    """The ``metrics`` block of ``results.json``: success, reward, accuracy, format validity, per domain (with
+    the mean of each accuracy check, ``checks``)."""
     n = len(trajectories)
     if n == 0:
         raise ValueError("summarize needs at least one trajectory")
@@ -295,6 +302,15 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     per: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         per[t.domain].append(t)
+
+    def check_means(ts: Sequence[Trajectory]) -> dict[str, float]:
+        """Mean of each accuracy check (e.g. ``db`` and ``communicate``) over the episodes that report it."""
+        seen: dict[str, list[float]] = defaultdict(list)
+        for t in ts:
+            for name, value in (t.result.get("accuracy") or {}).items():
+                seen[name].append(float(value))
+        return {name: sum(v) / len(v) for name, v in seen.items()}
+
     return {
         "success_rate": sum(t.success for t in trajectories) / n,
         "mean_reward": sum(t.reward for t in trajectories) / n,
@@ -308,6 +324,7 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
                 "success_rate": sum(t.success for t in ts) / len(ts),
                 "mean_accuracy": sum(t.result["R_A"] for t in ts) / len(ts),
                 "format_valid_rate": format_rate(ts),
+                "checks": check_means(ts),
                 "n": len(ts),
             }
             for d, ts in sorted(per.items())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -361,13 +361,14 @@ def build_sft_examples(
     domain_weights: dict[str, float] | None = None,
     entity_swap: float = 0.0,
     prompt_style: str = "full",
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> dict[str, list[Example]]:
     """Expert examples per role from ``num_tasks`` tasks of the SFT part of the train split (its first ones,
     or with ``domain_weights`` a reweighted mix of domains, see :func:`weighted_tasks`), with recovery
     examples for about ``recovery_rate`` of the turns (see :func:`expert_examples`) and the entities of about
     ``entity_swap`` of the episodes replaced by fresh ones (see :func:`swap_entities`), prompts in
-    ``prompt_style`` (:func:`styled`)."""
-    env = joy_env.make(env_id, split="train", seed=seed)
+    ``prompt_style`` (:func:`styled`), of ``joy_env.make(env_id, **env_kwargs)`` (e.g. ``{"source": "tau2"}``)."""
+    env = joy_env.make(env_id, split="train", seed=seed, **(env_kwargs or {}))
     sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
     if domain_weights:
         # candidates: the first (max weight + 2) x num_tasks of the SFT part (at least 2x); a domain short of

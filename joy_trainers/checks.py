@@ -5,12 +5,14 @@ option, the value seen and the fix."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import joy_env
 from joy_agents.models import SMOLLM2_ALIASES
 from joy_agents.tiny import TINY_MODELS
+from joy_env.registry import COMMON_KWARGS, get_spec
 from joy_trainers.errors import UsageError
 
 
@@ -19,6 +21,59 @@ def check_env_id(env_id: str, option: str = "env_id") -> None:
     ids = joy_env.list_envs()
     if env_id not in ids:
         raise UsageError(f"{option} {env_id!r} is not a registered env id; valid: {', '.join(ids)}")
+
+
+def env_kwargs_problem(env_id: str, env_kwargs: Any, option: str = "env_kwargs") -> str | None:
+    """Why ``env_kwargs`` cannot be the task-source options of ``joy_env.make(env_id, ...)`` (``None`` when its
+    names are fine): it must map names to values, each name one of the env id's source options (e.g.
+    ``source``, ``path`` for ``joy/ecommerce-v0``), never an option the trainer sets itself (``split``,
+    ``seed``, ...). Values are checked by :func:`check_env_options`, which makes the env. An unregistered
+    ``env_id`` is left to :func:`check_env_id`."""
+    if not isinstance(env_kwargs, Mapping) or not all(isinstance(k, str) for k in env_kwargs):
+        return f"{option} must map option names to values, e.g. {{\"source\": \"tau2\"}}, got {env_kwargs!r}"
+    reserved = [k for k in env_kwargs if k in COMMON_KWARGS]
+    if reserved:
+        return (
+            f"{option} cannot set {reserved}: the trainer sets {', '.join(COMMON_KWARGS)} itself (use its seed, "
+            "eval_split and max_cycles options)"
+        )
+    if env_id not in joy_env.list_envs():
+        return None
+    valid = get_spec(env_id).source_kwargs
+    unknown = [k for k in env_kwargs if k not in valid]
+    if unknown:
+        takes = f"valid names: {', '.join(valid)}" if valid else "it takes none (leave env_kwargs empty)"
+        return f"{option} has unknown name(s) {unknown} for {env_id}; {takes}"
+    return None
+
+
+def check_env_options(
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    seed: int,
+    splits: Mapping[str, str],
+    option: str = "env_kwargs",
+    env_option: str = "env_id",
+) -> None:
+    """``joy_env.make(env_id, split=..., seed=seed, **env_kwargs)`` must work for every split a run reads
+    (``splits`` maps the option naming a split, e.g. ``eval_split``, to its value): the env id, the
+    ``env_kwargs`` names and values (a missing optional install included) and the splits, each failure one
+    line naming the option (``option`` and ``env_option``: how the caller names the two). The worlds built
+    here are the ones the run then uses (built once per process)."""
+    check_env_id(env_id, env_option)
+    problem = env_kwargs_problem(env_id, env_kwargs, option)
+    if problem:
+        raise UsageError(problem)
+    for name, split in splits.items():
+        try:
+            joy_env.make(env_id, split=split, seed=seed, **env_kwargs)
+        except (ImportError, OSError) as exc:  # e.g. source="tau2" without its data installed
+            raise UsageError(f"{option} {dict(env_kwargs)}: {exc}") from None
+        except (TypeError, ValueError) as exc:
+            what = f"{env_id} with {option} {dict(env_kwargs)}" if env_kwargs else env_id
+            if "split must be one of" in str(exc):
+                raise UsageError(f"{name} {split!r}: {what} has no such split ({exc})") from None
+            raise UsageError(f"{what}: {exc}") from None
 
 
 def check_team_dir(team: Path, option: str) -> None:

@@ -6,6 +6,8 @@
     joy-train --trainer joyagents_grpo --list-options     # every option with its default and documentation
     joy-train --trainer grpo --preset tiny --output-dir runs/g --resume      # continue a run after a crash
     joy-eval runs/sft-20261202-101500 --split test --tasks 200
+    joy-train --trainer sft --preset tiny --set env_id=joy/ecommerce-v0 --set env_kwargs='{"source": "tau2"}'
+    joy-eval runs/sft-20261202-101500 --env joy/ecommerce-v0 --env-kwargs '{"source": "tau2"}' --split test
 
 A run directory (default ``runs/<trainer>-<timestamp>``) belongs to one run: a new run into a directory that
 holds something stops, unless ``--resume`` continues the run there or ``--overwrite`` replaces it. A mistake
@@ -29,7 +31,7 @@ import yaml
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
 from joy_trainers import available_trainers
-from joy_trainers.checks import check_env_id, check_team_dir, read_results
+from joy_trainers.checks import check_env_options, check_team_dir, read_results
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import options_text
@@ -208,8 +210,27 @@ def eval_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
     parser.add_argument("--tasks", type=_positive, default=None, help="number of tasks (default: as in the run)")
     parser.add_argument("--env", default=None, help="env id (default: the run's)")
+    parser.add_argument(
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help='task-source options of the env as a JSON object, e.g. \'{"source": "tau2"}\' (default: the run\'s '
+        "env_kwargs when the env is the run's, else none)",
+    )
     args = parser.parse_args(argv)
     _run("joy-eval", lambda: _evaluate(args))
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    """``text`` as a JSON object (``{"source": "tau2"}``), or a UsageError naming ``option``."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        example = '{"source": "tau2"}'
+        raise UsageError(f"{option} {text!r} is not valid JSON ({exc}); e.g. {option} '{example}'") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{option} must be a JSON object of option: value, got {text!r}")
+    return value
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -226,8 +247,13 @@ def _evaluate(args: argparse.Namespace) -> None:
     cfg = saved.get("config")
     if not isinstance(cfg, dict):
         raise UsageError(f"{run}/results.json holds no config: it was not written by joy-train")
-    env_id = args.env or saved.get("env_id", "joy/mixed-v0")
-    check_env_id(env_id, "--env")
+    run_env = saved.get("env_id", "joy/mixed-v0")
+    env_id = args.env or run_env
+    if args.env_kwargs is not None:
+        env_kwargs = _json_object(args.env_kwargs, "--env-kwargs")
+    else:
+        env_kwargs = (cfg.get("env_kwargs") or {}) if env_id == run_env else {}
+    check_env_options(env_id, env_kwargs, cfg.get("seed", 0), {"--split": args.split}, "--env-kwargs", "--env")
     tasks = args.tasks or cfg.get("eval_tasks") or 200
     try:
         limits = eval_limits(cfg)  # the view the team was trained and evaluated on
@@ -250,9 +276,11 @@ def _evaluate(args: argparse.Namespace) -> None:
         limits.max_cycles,
         limits.max_prompt_tokens,
         memory=memory,
+        env_kwargs=env_kwargs,
     )
     out = run / f"eval-{args.split}.json"
-    out.write_text(json.dumps({"env_id": env_id, "split": args.split, "metrics": metrics}, indent=2))
+    record = {"env_id": env_id, "env_kwargs": env_kwargs, "split": args.split, "metrics": metrics}
+    out.write_text(json.dumps(record, indent=2))
     print(json.dumps(metrics, indent=2))
     print(f"wrote {out}")
 

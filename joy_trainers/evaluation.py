@@ -9,6 +9,7 @@ the run's saved configuration so that a saved team is always tested on the view 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,17 +27,19 @@ def evaluate_team(
     max_cycles: int = 16,
     max_prompt_tokens: int = 3072,
     memory: dict[str, Any] | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Metrics of ``team`` (greedy) on tasks ``0..tasks-1`` of ``split`` (see ``results.json``); ``memory``
+    """Metrics of ``team`` (greedy) on tasks ``0..tasks-1`` of ``split`` (all of them when the split has fewer;
+    ``episodes`` counts them) of ``joy_env.make(env_id, **env_kwargs)`` (see ``results.json``); ``memory``
     (role -> bank) is read for prompts, never written."""
     config = RolloutConfig(
         sampling=SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens, stop=("</answer>",)),
         max_cycles=max_cycles,
         max_prompt_tokens=max_prompt_tokens,
     )
-    engine = RolloutEngine(team, env_id, split, seed, config, memory=memory)
+    engine = RolloutEngine(team, env_id, split, seed, config, memory=memory, env_kwargs=env_kwargs)
     start = time.perf_counter()
-    trajectories = engine.run(list(range(tasks)))
+    trajectories = engine.run(list(range(min(tasks, engine.prototype.num_tasks))))
     metrics = summarize(trajectories)
     metrics["eval_wall_s"] = time.perf_counter() - start
     return metrics

@@ -38,10 +38,16 @@ from tqdm.auto import tqdm
 import joy_env
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamConfig, TeamPolicy
-from joy_agents.sft_data import build_sft_examples, conversation_rows, language_model_windows, tokenize_example
+from joy_agents.sft_data import (
+    build_sft_examples,
+    conversation_rows,
+    language_model_windows,
+    split_train_tasks,
+    tokenize_example,
+)
 from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
 from joy_agents.tiny import build_tiny_model, tiny_base_dir
-from joy_trainers.checks import check_env_id
+from joy_trainers.checks import check_env_options, env_kwargs_problem
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import config_from_dict
 from joy_trainers.rundir import RunDir, write_results
@@ -60,6 +66,10 @@ class SFTConfig:
     untrained, built offline), ``"tiny-small"``, or a HF name / local path."""
     env_id: str = "joy/mixed-v0"
     """Environment whose expert trajectories are the data."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Task-source options of the environment, passed to ``joy_env.make`` for the data and the evaluation, e.g.
+    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0`` (tau2-bench retail; its splits are ``train`` and
+    ``test``)."""
     seed: int = 0
     """Seed of the data, the tiny model and training."""
     sft_tasks: int = 800
@@ -166,6 +176,9 @@ class SFTConfig:
             raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
         if self.eval_split not in joy_env.SPLITS:
             raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+        problem = env_kwargs_problem(self.env_id, self.env_kwargs)
+        if problem:
+            raise ValueError(problem)
         from joy_agents.policy import PROMPT_STYLES
 
         if self.prompt_style not in PROMPT_STYLES:
@@ -578,7 +591,8 @@ class SFTTrainer:
 
         cfg = self.config
         start = time.perf_counter()
-        check_env_id(cfg.env_id)  # the inputs, before any long work
+        splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
+        check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits)  # the inputs, before any long work
         if int(os.environ.get("RANK", "0")) == 0:  # one process claims the run directory (accelerate launch)
             removed = RunDir(self.run_dir, self.name).claim(overwrite=cfg.overwrite)
             if removed:
@@ -586,7 +600,15 @@ class SFTTrainer:
         torch.manual_seed(cfg.seed)
         base = resolve_model(cfg.model, cfg.seed)
         tokenizer = self.tokenizer = AutoTokenizer.from_pretrained(base)
-        print(f"[sft] base model {base}; building expert data from {cfg.env_id} ({cfg.sft_tasks} tasks)")
+        env_name = f"{cfg.env_id} {cfg.env_kwargs}" if cfg.env_kwargs else cfg.env_id
+        train_tasks = joy_env.make(cfg.env_id, seed=cfg.seed, **cfg.env_kwargs).num_tasks
+        sft_part = len(split_train_tasks(train_tasks, cfg.rl_fraction, cfg.seed)[0])
+        if sft_part < cfg.sft_tasks:
+            print(
+                f"[sft] the SFT part of {env_name}'s train split (rl_fraction={cfg.rl_fraction}) has {sft_part} "
+                f"tasks; using all of them (sft_tasks={cfg.sft_tasks})"
+            )
+        print(f"[sft] base model {base}; building expert data from {env_name} ({min(sft_part, cfg.sft_tasks)} tasks)")
         examples = build_sft_examples(
             cfg.env_id,
             cfg.sft_tasks,
@@ -596,6 +618,7 @@ class SFTTrainer:
             cfg.domain_weights,
             cfg.entity_swap,
             cfg.prompt_style,
+            cfg.env_kwargs,
         )
         counts = {r: len(v) for r, v in examples.items()}
         print(f"[sft] examples per role: {counts}")
@@ -742,6 +765,7 @@ class SFTTrainer:
             limits.max_new_tokens,
             limits.max_cycles,
             limits.max_prompt_tokens,
+            env_kwargs=cfg.env_kwargs,
         )
 
 
@@ -769,7 +793,8 @@ def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str,
     ax1.set_xlabel("step")
     ax1.set_ylabel("training loss")
     ax1.set_yscale("log")
-    ax1.legend(fontsize=8)
+    if ax1.lines:  # a run without training stages has no loss to show
+        ax1.legend(fontsize=8)
     after = (results.get("metrics") or {}).get("per_domain") or {}
     before = (results.get("baseline_metrics") or {}).get("per_domain") or {}
     domains = list(after)

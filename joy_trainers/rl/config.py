@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import joy_env
+from joy_trainers.checks import env_kwargs_problem
 from joy_trainers.losses import LOSS_TYPES
 from joy_trainers.options import config_from_dict
 
@@ -24,6 +25,10 @@ class RLConfig:
     """Options of the automatic SFT run (with an embedded or SmolLM2 ``model`` and no ``sft_run``)."""
     env_id: str = "joy/mixed-v0"
     """Environment of training and evaluation."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Task-source options of the environment (``joy_env.make``), in training and evaluation, e.g.
+    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0``; the automatic tiny SFT run takes its own from
+    ``sft_overrides``."""
     seed: int = 0
     """Seed of the RL run: the order of training tasks, sampling and initialisation. Vary it to repeat a run."""
     data_seed: int = 0
@@ -98,6 +103,9 @@ class RLConfig:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.eval_split not in joy_env.SPLITS:
             raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+        problem = env_kwargs_problem(self.env_id, self.env_kwargs)
+        if problem:
+            raise ValueError(problem)
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0 for sampling groups, got {self.temperature!r}")
         if isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0:

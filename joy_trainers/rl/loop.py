@@ -29,7 +29,7 @@ from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine
 from joy_agents.sft_data import split_train_tasks
-from joy_trainers.checks import check_env_id, check_sft_run
+from joy_trainers.checks import check_env_options, check_sft_run
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_team
 from joy_trainers.rl.checkpoints import (
@@ -59,7 +59,8 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     problem = None
     if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
         try:
-            check_env_id(cfg.env_id)
+            splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
+            check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits)
             check_sft_run(cfg.sft_run, cfg.model)
             removed = run.claim(resume=cfg.resume, overwrite=getattr(cfg, "overwrite", False))
             if removed:
@@ -83,6 +84,7 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         RolloutConfig(max_prompt_tokens=cfg.max_prompt_tokens, keep_snapshots=True, max_cycles=cfg.max_cycles),
         progress=False,
         memory=banks,
+        env_kwargs=cfg.env_kwargs,
     )
     _, rl_indices = split_train_tasks(engine.prototype.num_tasks, 0.5, cfg.data_seed)
     random.Random(f"rl-order/{cfg.seed}").shuffle(rl_indices)
@@ -231,6 +233,7 @@ def evaluate(state: RunState, with_memory: bool = True) -> dict[str, Any]:
         cfg.max_cycles,
         cfg.max_prompt_tokens,
         memory=state.banks if with_memory else None,
+        env_kwargs=cfg.env_kwargs,
     )
 
 

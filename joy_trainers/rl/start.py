@@ -96,6 +96,8 @@ def sft_cache_key(values: dict[str, Any]) -> str:
     except ValueError as exc:
         raise UsageError(f"sft_overrides: {exc}") from None
     shaping = {k: v for k, v in config.items() if k not in EVALUATION_OPTIONS}
+    if not shaping.get("env_kwargs"):  # the env's default source: the key of runs made before the option
+        shaping.pop("env_kwargs", None)
     key = {**shaping, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
     if config["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
         key["tiny_base"] = _tiny_base_digest()
