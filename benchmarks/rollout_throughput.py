@@ -144,8 +144,13 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _report(result: dict, out: str | None) -> None:
-    for key in ("tokens_per_s", "generate_tokens_per_s", "sequential_tokens_per_s", "shared_tokens_per_s",
-                "unshared_tokens_per_s"):
+    for key in (
+        "tokens_per_s",
+        "generate_tokens_per_s",
+        "sequential_tokens_per_s",
+        "shared_tokens_per_s",
+        "unshared_tokens_per_s",
+    ):
         if key in result:
             print(f"{key:>26}: {result[key]:9.1f}")
     for key in (

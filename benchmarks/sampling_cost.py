@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> dict:
     greedy = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
     explore = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
     engine = RolloutEngine(
-        team, args.env, "train", 0,
+        team,
+        args.env,
+        "train",
+        0,
         RolloutConfig(
             sampling=greedy, keep_snapshots=True, max_cycles=args.max_cycles, max_prompt_tokens=TINY_MAX_PROMPT_TOKENS
         ),
@@ -79,8 +82,12 @@ def main(argv: list[str] | None = None) -> dict:
     for t in initial:
         n = min(len(t.nodes), args.max_nodes)
         per_traj.append(
-            {"task_id": t.task_id, "nodes": n, "nodewise_continuations": n * args.group_size,
-             "joint_trajectories": args.group_size**n}
+            {
+                "task_id": t.task_id,
+                "nodes": n,
+                "nodewise_continuations": n * args.group_size,
+                "joint_trajectories": args.group_size**n,
+            }
         )
     nodewise = sum(p["nodewise_continuations"] for p in per_traj)
     joint = sum(p["joint_trajectories"] for p in per_traj)

@@ -279,9 +279,7 @@ def prompt_head(
     return head_ids if head_ids and whole[: len(head_ids)] == head_ids else []
 
 
-def _head_block(
-    tokenizer: Any, head: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
-) -> list[int]:
+def _head_block(tokenizer: Any, head: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> list[int]:
     """The ids the template writes for the first messages ``head`` (the system message with its tools, and maybe
     the request) alone, without a generation prompt ([] if it cannot render them)."""
     try:

@@ -64,7 +64,7 @@ class HashEmbedder:
             words = re.findall(r"\w+", text.lower())
             feats = [f"w:{w}" for w in words] + [f"b:{a} {b}" for a, b in zip(words, words[1:], strict=False)]
             flat = " ".join(words)
-            feats += [f"c:{flat[i:i + 3]}" for i in range(max(0, len(flat) - 2))]
+            feats += [f"c:{flat[i : i + 3]}" for i in range(max(0, len(flat) - 2))]
             for f in feats:
                 i, sign = self._bucket(f)
                 vec[i] += sign

@@ -162,7 +162,7 @@ def convert_gguf(gguf_path: str | os.PathLike, cache_dir: str | os.PathLike | No
         import gguf  # noqa: F401
     except ImportError:
         raise ModuleNotFoundError(
-            f"reading {path.name} needs the gguf package: pip install gguf (or pip install -e \".[smol]\")"
+            f'reading {path.name} needs the gguf package: pip install gguf (or pip install -e ".[smol]")'
         ) from None
     logger.info("converting %s to %s (once)", path, out)
     start = time.perf_counter()
@@ -193,8 +193,7 @@ def convert_gguf(gguf_path: str | os.PathLike, cache_dir: str | os.PathLike | No
         except OSError:
             if not _complete(out):
                 raise RuntimeError(
-                    f"cannot write the converted model to {out}: it exists and is not a complete conversion; "
-                    "remove it"
+                    f"cannot write the converted model to {out}: it exists and is not a complete conversion; remove it"
                 ) from None
     finally:
         if tmp.exists():
@@ -212,4 +211,3 @@ def resolve_model_path(name: str, cache_dir: str | os.PathLike | None = None) ->
     if is_gguf(name):
         return str(convert_gguf(name, cache_dir))
     return name
-

@@ -687,9 +687,7 @@ class _StopCriterion:
         self.tail = max((len(s.encode("utf-8")) for s in stop_strings), default=0) + 1
         self.done = torch.zeros(rows, dtype=torch.bool, device=device)
         self.stop_len = torch.full((rows,), -1, dtype=torch.long, device=device)
-        self.candidates = (
-            stop_end_candidates(tokenizer, stop_strings, vocab_size).to(device) if stop_strings else None
-        )
+        self.candidates = stop_end_candidates(tokenizer, stop_strings, vocab_size).to(device) if stop_strings else None
         self.decoded_rows = 0
         """Row tails decoded so far (a measure of the text matching's cost)."""
 
@@ -1133,8 +1131,9 @@ class TeamPolicy:
         start = layout.positions[layout.index, width - 1]  # (R,)
         pos = start[:, None] + torch.arange(1 + longest, device=self.device)[None, :]
         keep = torch.arange(0, longest, device=self.device)  # column t predicts completion token t
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep, use_cache=True,
-                    **{arg: cache})
+        out = model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep, use_cache=True, **{arg: cache}
+        )
         logits = out.logits.float()  # (R, longest, V)
         if temp != 1.0:
             logits = logits / temp
@@ -1217,6 +1216,6 @@ def _loaded_model_path(model: str, team_dir: str, file: str) -> str:
     if (os.path.isabs(model) or model.startswith("~")) and not os.path.exists(os.path.expanduser(model)):
         raise FileNotFoundError(
             f"{file} names the model {model}, which does not exist (was it or the run moved?); put it back or "
-            f"edit \"model\" in {file}"
+            f'edit "model" in {file}'
         )
     return model

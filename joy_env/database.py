@@ -80,4 +80,3 @@ def full_dump(conn: sqlite3.Connection) -> list[tuple]:
         out.append((name,))
         out.extend(sorted(conn.execute(f"SELECT * FROM {name}").fetchall(), key=repr))
     return out
-

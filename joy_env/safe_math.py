@@ -391,9 +391,7 @@ def _int_root(n: int, k: int) -> int | None:
 def _call(node: ast.Call, source: str) -> Number:
     if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
         if isinstance(node.func, ast.Name):
-            raise SafeMathError(
-                f"function {node.func.id!r} is not allowed; allowed functions: {', '.join(_FUNCTIONS)}"
-            )
+            raise SafeMathError(f"function {node.func.id!r} is not allowed; allowed functions: {', '.join(_FUNCTIONS)}")
         raise SafeMathError(f"only the functions {', '.join(_FUNCTIONS)} may be called")
     name = node.func.id
     if node.keywords:

@@ -30,7 +30,7 @@ def env_kwargs_problem(env_id: str, env_kwargs: Any, option: str = "env_kwargs")
     ``seed``, ...). Values are checked by :func:`check_env_options`, which makes the env. An unregistered
     ``env_id`` is left to :func:`check_env_id`."""
     if not isinstance(env_kwargs, Mapping) or not all(isinstance(k, str) for k in env_kwargs):
-        return f"{option} must map option names to values, e.g. {{\"source\": \"tau2\"}}, got {env_kwargs!r}"
+        return f'{option} must map option names to values, e.g. {{"source": "tau2"}}, got {env_kwargs!r}'
     reserved = [k for k in env_kwargs if k in COMMON_KWARGS]
     if reserved:
         return (
@@ -83,7 +83,7 @@ def check_team_dir(team: Path, option: str) -> None:
         what = "does not exist" if not run.exists() else f"holds no {team.name}/team.json"
         hint = ""
         if (run / "checkpoints").is_dir():
-            hint = " (the run did not finish; continue it with joy-train --resume --output-dir " f"{run})"
+            hint = f" (the run did not finish; continue it with joy-train --resume --output-dir {run})"
         raise UsageError(f"{option} {str(run)!r} {what}{hint}; pass a run directory written by joy-train")
 
 

@@ -683,10 +683,23 @@ def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str,
         if not per:
             continue
         at = [x + offset for x in xs]
-        ax2.bar(at, [per.get(d, {}).get("format_valid_rate", 0) for d in domains], 0.4, color=colour,
-                alpha=0.6, label=f"{label}: format-valid turns")
-        ax2.scatter(at, [per.get(d, {}).get("success_rate", 0) for d in domains], color=colour, marker="D",
-                    edgecolor="black", zorder=3, label=f"{label}: success")
+        ax2.bar(
+            at,
+            [per.get(d, {}).get("format_valid_rate", 0) for d in domains],
+            0.4,
+            color=colour,
+            alpha=0.6,
+            label=f"{label}: format-valid turns",
+        )
+        ax2.scatter(
+            at,
+            [per.get(d, {}).get("success_rate", 0) for d in domains],
+            color=colour,
+            marker="D",
+            edgecolor="black",
+            zorder=3,
+            label=f"{label}: success",
+        )
     ax2.set_xticks(xs, domains, rotation=20, fontsize=8)
     ax2.set_ylabel(f"rate ({results['split']} split)")
     ax2.set_ylim(0, 1.05)

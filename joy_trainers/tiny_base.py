@@ -167,9 +167,7 @@ def build_tiny_base(
     if resumed and json.loads((work / "config.json").read_text()) != asdict(config):
         raise ValueError(f"{work} holds an interrupted build of another recipe; remove it or use another --out")
     model = AutoModelForCausalLM.from_pretrained(checkpoint if resumed else init, dtype=torch.float32)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay
-    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
     step, log = 0, []
     if resumed:
         optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
@@ -180,7 +178,9 @@ def build_tiny_base(
 
     rows = base_rows(tokenizer, config)
     order = bucketed_order(
-        [len(r["input_ids"]) for r in rows], config.batch_size, config.steps * config.batch_size / len(rows) + 1,
+        [len(r["input_ids"]) for r in rows],
+        config.batch_size,
+        config.steps * config.batch_size / len(rows) + 1,
         config.seed,
     )
     pad_id = tokenizer.pad_token_id

@@ -51,7 +51,8 @@ def undocumented_metrics():
             page = f.read()
         keys = {k for r in rows for k in r}
         return sorted(
-            k for k in keys
+            k
+            for k in keys
             if f"`{k}`" not in page and not any(f"`{k.rpartition('/')[0]}/{p}`" in page for p in ("<domain>", "<role>"))
         )
 

@@ -25,9 +25,20 @@ def main() -> None:
     sft_run, out = sys.argv[1], sys.argv[2]
     initial = digest(TeamPolicy.load(os.path.join(sft_run, "team")))
     cfg = JoyAgentsGRPOConfig(
-        sft_run=sft_run, output_dir=out, iterations=1, steps_per_iteration=2, tasks_per_step=4, group_size=2,
-        max_nodes=2, max_new_tokens=12, max_cycles=3, max_prompt_tokens=256, lr=1e-2, eval_tasks=0,
-        checkpoint_every=1, top_k="all",
+        sft_run=sft_run,
+        output_dir=out,
+        iterations=1,
+        steps_per_iteration=2,
+        tasks_per_step=4,
+        group_size=2,
+        max_nodes=2,
+        max_new_tokens=12,
+        max_cycles=3,
+        max_prompt_tokens=256,
+        lr=1e-2,
+        eval_tasks=0,
+        checkpoint_every=1,
+        top_k="all",
     )
     trainer = JoyAgentsGRPOTrainer(cfg)
     state = rl.setup(trainer.run, cfg, trainer.memory_config())

@@ -10,8 +10,14 @@ import os
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SMALL_RL = ["tasks_per_step=2", "group_size=2", "max_nodes=2", "max_new_tokens=12", "max_cycles=3",
-            "max_prompt_tokens=256"]
+SMALL_RL = [
+    "tasks_per_step=2",
+    "group_size=2",
+    "max_nodes=2",
+    "max_new_tokens=12",
+    "max_cycles=3",
+    "max_prompt_tokens=256",
+]
 
 
 def _load(name):
@@ -27,8 +33,17 @@ def test_mean_std_and_summary():
     mu, sd = bench.mean_std([1.0, 2.0, 3.0])
     assert mu == 2.0 and sd == pytest.approx(1.0)
     rows = [
-        {"method": "a", "seed": s, "success_rate": v, "mean_reward": v, "mean_accuracy": 0.0, "format_valid_rate": 1.0,
-         "generated_tokens": 10 * (s + 1), "train_wall_s": 1.0, "per_domain": {"qa": v}}
+        {
+            "method": "a",
+            "seed": s,
+            "success_rate": v,
+            "mean_reward": v,
+            "mean_accuracy": 0.0,
+            "format_valid_rate": 1.0,
+            "generated_tokens": 10 * (s + 1),
+            "train_wall_s": 1.0,
+            "per_domain": {"qa": v},
+        }
         for s, v in ((0, 0.0), (1, 0.5))
     ]
     summary = bench.summarize(rows)
@@ -42,8 +57,22 @@ def test_mean_std_and_summary():
 def test_baselines_share_the_budget_and_rerun_reuses_finished_runs(sft_run, tmp_path):
     bench = _load("run_baselines")
     out = tmp_path / "bl"
-    argv = ["--out-dir", str(out), "--sft-run", sft_run, "--methods", "sft", "grpo", "joyagents_grpo_k1",
-            "--seeds", "0", "--budget", "40", "--eval-tasks", "2"]
+    argv = [
+        "--out-dir",
+        str(out),
+        "--sft-run",
+        sft_run,
+        "--methods",
+        "sft",
+        "grpo",
+        "joyagents_grpo_k1",
+        "--seeds",
+        "0",
+        "--budget",
+        "40",
+        "--eval-tasks",
+        "2",
+    ]
     for item in SMALL_RL:
         argv += ["--set", item]
     report = bench.main(argv)
@@ -126,8 +155,25 @@ def test_copy_probe_scores_the_experts_copied_entities(sft_run, tmp_path):
 def test_rollout_throughput_shared_vs_unshared_on_tiny_settings(tmp_path):
     bench = _load("rollout_throughput")
     out = tmp_path / "shared.json"
-    result = bench.main(["--model", "tiny-base", "--shared-only", "--node-tasks", "1", "--max-nodes", "2",
-                         "--max-new-tokens", "4", "--group-size", "3", "--shared-repeats", "2", "--out", str(out)])
+    result = bench.main(
+        [
+            "--model",
+            "tiny-base",
+            "--shared-only",
+            "--node-tasks",
+            "1",
+            "--max-nodes",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--group-size",
+            "3",
+            "--shared-repeats",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert json.loads(out.read_text()) == result
     assert result["group_size"] == 3 and result["branched_nodes"] == 2 and result["mean_node_prompt_tokens"] > 16
     assert len(result["ratio_shared_vs_unshared_per_repeat"]) == 2

@@ -135,9 +135,7 @@ def test_converted_schema_accepts_values_like_the_env():
 
 
 def test_load_fixtures_default_categories():
-    with pytest.warns(
-        UserWarning, match=r"skipped 1 entries .*simple_python_6.* 1 entries with non-ASCII.* 0 entr"
-    ):
+    with pytest.warns(UserWarning, match=r"skipped 1 entries .*simple_python_6.* 1 entries with non-ASCII.* 0 entr"):
         tasks = bfcl.load_bfcl(DATA)
     ids = [t.meta["bfcl_id"] for t in tasks]
     assert ids == [
@@ -259,9 +257,7 @@ def test_errors_name_the_path_files_and_categories(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere") as info:
         bfcl.load_bfcl(missing)
     assert "BFCL_v4_multiple.json" in str(info.value) and "possible_answer" in str(info.value)
-    with pytest.raises(
-        ValueError, match="unknown BFCL category 'simpel'.*valid categories: simple, simple_python"
-    ):
+    with pytest.raises(ValueError, match="unknown BFCL category 'simpel'.*valid categories: simple, simple_python"):
         bfcl.load_bfcl(DATA, ("simpel",))
     with pytest.raises(ValueError, match="no BFCL category"):
         bfcl.load_bfcl(DATA, ())
@@ -273,9 +269,7 @@ def test_errors_name_the_path_files_and_categories(tmp_path):
         bfcl.load_bfcl(tmp_path, ("multiple",))
     # a broken line, and an entry without ground truth
     (tmp_path / "possible_answer").mkdir()
-    (tmp_path / "possible_answer" / "BFCL_v4_multiple.json").write_text(
-        '{"id": "multiple_0", "ground_truth": []}\n'
-    )
+    (tmp_path / "possible_answer" / "BFCL_v4_multiple.json").write_text('{"id": "multiple_0", "ground_truth": []}\n')
     with pytest.raises(ValueError, match="multiple_1.*no ground truth"):
         bfcl.load_bfcl(tmp_path, ("multiple",))
     (tmp_path / "BFCL_v4_multiple.json").write_text('{"id": "multiple_0", "question": [[\n')

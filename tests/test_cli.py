@@ -91,7 +91,7 @@ def test_list_options_prints_every_field_with_its_default_and_doc(name, capsys):
     for option in config_options(cls):
         assert option.doc.split()[0] in out
     if name == "joyagents_grpo":
-        assert 'top_k (int | str, default 5)\n    Groups updated per step, by reward variance' in out
+        assert "top_k (int | str, default 5)\n    Groups updated per step, by reward variance" in out
         assert "memory_reuse_similarity (float | None, default null)" in out
 
 

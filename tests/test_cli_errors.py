@@ -34,12 +34,15 @@ def _error(capsys, main, argv) -> str:
 SFT = ["--trainer", "sft", "--preset", "tiny"]
 
 
-@pytest.mark.parametrize("content, expected", [
-    (None, "no such file"),
-    ("dir", "is a directory"),
-    ("eval_tasks: [1, 2\nseed: 0\n", "not valid YAML"),
-    ("- a\n- b\n", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (None, "no such file"),
+        ("dir", "is a directory"),
+        ("eval_tasks: [1, 2\nseed: 0\n", "not valid YAML"),
+        ("- a\n- b\n", "expected a mapping"),
+    ],
+)
 def test_config_file_mistakes(capsys, tmp_path, empty_cache, content, expected):
     path = tmp_path / "c.yaml"
     if content == "dir":
@@ -90,8 +93,11 @@ def test_a_bad_env_id_is_found_before_the_model_or_team(capsys, tmp_path, empty_
 
 def test_a_bad_sft_run_is_found_before_any_work(capsys, tmp_path, empty_cache):
     missing = tmp_path / "nowhere"
-    line = _error(capsys, train_main, ["--trainer", "grpo", "--set", f"sft_run={json.dumps(str(missing))}",
-                                       "--output-dir", str(tmp_path / "run")])
+    line = _error(
+        capsys,
+        train_main,
+        ["--trainer", "grpo", "--set", f"sft_run={json.dumps(str(missing))}", "--output-dir", str(tmp_path / "run")],
+    )
     assert f"sft_run '{missing}' does not exist" in line and "joy-train" in line
     line = _error(capsys, train_main, ["--trainer", "grpo", "--set", "model=gpt2", "--output-dir", str(tmp_path / "r")])
     assert "model='gpt2' needs sft_run" in line
@@ -133,12 +139,15 @@ def test_joy_eval_on_a_half_written_run(capsys, finished_run):
     assert "holds no team/team.json" in line and "--resume" in line
 
 
-@pytest.mark.parametrize("argv, option, value", [
-    (["--episodes", "0"], "--episodes", "'0'"),
-    (["--episodes", "-1"], "--episodes", "'-1'"),
-    (["--seed", "-1"], "--seed", "'-1'"),
-    (["--env", "joy/x"], "--env", "'joy/x'"),
-])
+@pytest.mark.parametrize(
+    "argv, option, value",
+    [
+        (["--episodes", "0"], "--episodes", "'0'"),
+        (["--episodes", "-1"], "--episodes", "'-1'"),
+        (["--seed", "-1"], "--seed", "'-1'"),
+        (["--env", "joy/x"], "--env", "'joy/x'"),
+    ],
+)
 def test_joy_demo_mistakes(capsys, argv, option, value):
     line = _error(capsys, demo_main, argv)
     assert line.startswith("joy-demo: error:") and option in line and value in line

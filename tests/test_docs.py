@@ -44,4 +44,3 @@ def test_a_stale_table_is_reported(tmp_path):
     assert "| stale |" not in fresh and "| `group_size` |" in fresh and fresh.endswith("\n\nmore text\n")
     with pytest.raises(ValueError, match="marker"):
         updater.render("# no markers\n", "grpo")
-

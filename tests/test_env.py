@@ -151,6 +151,7 @@ def test_perturbed_expert_wrong_sub_agent(env_id):
     env, indices = _sample_tasks(env_id)
     for i in indices:
         env.reset(options={"task_index": i})
+
         def mutate(e, text):
             frame = e.current_frame
             if frame.agent == "master" and frame.turns == 0:

@@ -49,12 +49,15 @@ def tau2_data():
 
 
 # ------------------------------------------------------------------------------------ early checks
-@pytest.mark.parametrize("env_id, env_kwargs, expected", [
-    ("joy/ecommerce-v0", {"sorce": "tau2"}, "unknown name(s) ['sorce'] for joy/ecommerce-v0; valid names: source"),
-    ("joy/mixed-v0", {"source": "tau2"}, "unknown name(s) ['source'] for joy/mixed-v0; it takes none"),
-    ("joy/ecommerce-v0", {"split": "test"}, "cannot set ['split']: the trainer sets split, seed"),
-    ("joy/ecommerce-v0", {1: "tau2"}, "must map option names to values"),
-])
+@pytest.mark.parametrize(
+    "env_id, env_kwargs, expected",
+    [
+        ("joy/ecommerce-v0", {"sorce": "tau2"}, "unknown name(s) ['sorce'] for joy/ecommerce-v0; valid names: source"),
+        ("joy/mixed-v0", {"source": "tau2"}, "unknown name(s) ['source'] for joy/mixed-v0; it takes none"),
+        ("joy/ecommerce-v0", {"split": "test"}, "cannot set ['split']: the trainer sets split, seed"),
+        ("joy/ecommerce-v0", {1: "tau2"}, "must map option names to values"),
+    ],
+)
 def test_configs_reject_env_kwargs_that_make_would_refuse(env_id, env_kwargs, expected):
     for cls in (SFTConfig, GRPOConfig):
         with pytest.raises(ValueError) as info:
@@ -155,11 +158,21 @@ def test_sft_run_records_env_kwargs_and_joy_eval_reads_them_back(tiny_dir, tmp_p
 
 
 def test_rl_rollouts_and_evaluation_use_env_kwargs(sft_run, tmp_path):
-    cfg = JoyAgentsGRPOConfig.from_dict({
-        "sft_run": sft_run, "output_dir": str(tmp_path / "run"), "env_id": "joy/math-v0", "env_kwargs": GSM8K,
-        "tasks_per_step": 2, "group_size": 2, "max_new_tokens": 8, "max_cycles": 2, "max_prompt_tokens": 256,
-        "eval_tasks": 5, "memory": False,
-    })
+    cfg = JoyAgentsGRPOConfig.from_dict(
+        {
+            "sft_run": sft_run,
+            "output_dir": str(tmp_path / "run"),
+            "env_id": "joy/math-v0",
+            "env_kwargs": GSM8K,
+            "tasks_per_step": 2,
+            "group_size": 2,
+            "max_new_tokens": 8,
+            "max_cycles": 2,
+            "max_prompt_tokens": 256,
+            "eval_tasks": 5,
+            "memory": False,
+        }
+    )
     trainer = JoyAgentsGRPOTrainer(cfg)
     state = rl.setup(trainer.run, cfg, None)
     train = _gsm8k_env("train")

@@ -114,8 +114,7 @@ def required_satisfied(executed: list[dict], required: list[dict]) -> bool:
         if i == len(required):
             return True
         return any(
-            j not in used and call_matches(c, required[i]) and assign(i + 1, used | {j})
-            for j, c in enumerate(executed)
+            j not in used and call_matches(c, required[i]) and assign(i + 1, used | {j}) for j, c in enumerate(executed)
         )
 
     return assign(0, frozenset())
@@ -185,23 +184,17 @@ def test_get_weather():
     assert w["city"] == "Paris" and w["date"] == "2025-07-14"
     assert isinstance(w["high_c"], int) and w["low_c"] < w["high_c"]
     assert w == call("get_weather", city="  paris, France ", date="2025-07-14")
-    assert call("get_weather", city="NYC", date="2025-01-02") == call(
-        "get_weather", city="New York", date="2025-01-02"
-    )
+    assert call("get_weather", city="NYC", date="2025-01-02") == call("get_weather", city="New York", date="2025-01-02")
     assert call("get_weather", city="S\u00e3o Paulo", date="2025-01-02")["city"] == "Sao Paulo"
     assert call("get_weather", city="st johns", date="2025-01-02")["city"] == "St. John's"
 
     # seasons: Oslo is warmer in July than in January on average; Sydney the other way round
     def mean_high(city, month):
-        return sum(
-            call("get_weather", city=city, date=f"2025-{month:02d}-{d:02d}")["high_c"] for d in range(1, 29)
-        )
+        return sum(call("get_weather", city=city, date=f"2025-{month:02d}-{d:02d}")["high_c"] for d in range(1, 29))
 
     assert mean_high("Oslo", 7) > mean_high("Oslo", 1) + 100
     assert mean_high("Sydney", 1) > mean_high("Sydney", 7) + 50
-    conditions = {
-        call("get_weather", city="London", date=f"2025-03-{d:02d}")["condition"] for d in range(1, 32)
-    }
+    conditions = {call("get_weather", city="London", date=f"2025-03-{d:02d}")["condition"] for d in range(1, 32)}
     assert len(conditions) >= 3
 
 
@@ -269,9 +262,9 @@ def test_currency_tools():
     assert r == {"amount": 100, "from_currency": "USD", "to_currency": "EUR", "rate": 0.92, "converted": 92}
     back = call("convert_currency", amount=92, from_currency="eur", to_currency="usd")
     assert back["converted"] == 100
-    assert call("convert_currency", amount=10, from_currency="euros", to_currency="Japanese yen")[
-        "converted"
-    ] == (pytest.approx(10 * 151.2 / 0.92, abs=0.006))
+    assert call("convert_currency", amount=10, from_currency="euros", to_currency="Japanese yen")["converted"] == (
+        pytest.approx(10 * 151.2 / 0.92, abs=0.006)
+    )
     assert call("convert_currency", amount=12.5, from_currency="GBP", to_currency="GBP")["converted"] == 12.5
     rate = call("get_exchange_rate", from_currency="USD", to_currency="JPY")
     assert rate["rate"] == 151.2 and rate["inverse_rate"] == pytest.approx(1 / 151.2, abs=1e-6)
@@ -324,9 +317,7 @@ def test_get_stock_quote():
     assert q["low"] <= min(q["open"], q["close"]) <= max(q["open"], q["close"]) <= q["high"]
     assert q == call("get_stock_quote", symbol=" aqnx ", date="2025-03-04")
     assert q == call("get_stock_quote", symbol="Aquanex Systems", date="2025-03-04")
-    closes = {
-        call("get_stock_quote", symbol="AQNX", date=f"2025-03-{d:02d}")["close"] for d in (3, 4, 5, 6, 7)
-    }
+    closes = {call("get_stock_quote", symbol="AQNX", date=f"2025-03-{d:02d}")["close"] for d in (3, 4, 5, 6, 7)}
     assert len(closes) == 5
     with pytest.raises(ToolError, match="Saturday.*weekday"):
         call("get_stock_quote", symbol="AQNX", date="2025-03-01")
@@ -345,13 +336,9 @@ def test_search_flights():
         assert re.fullmatch(r"[A-Z]{2}\d{3,4}", f["flight_number"])
         assert re.fullmatch(r"\d\d:\d\d", f["depart_time"]) and re.fullmatch(r"\d\d:\d\d", f["arrive_time"])
         assert f["duration_min"] > 0 and f["price"] > 0
-    by_departure = call(
-        "search_flights", origin="Madrid", destination="Rome", date="2025-05-20", sort_by="departure"
-    )
+    by_departure = call("search_flights", origin="Madrid", destination="Rome", date="2025-05-20", sort_by="departure")
     assert [f["depart_time"] for f in by_departure["flights"]] == sorted(f["depart_time"] for f in flights)
-    cheap = call(
-        "search_flights", origin="Madrid", destination="Rome", date="2025-05-20", max_price=prices[1]
-    )
+    cheap = call("search_flights", origin="Madrid", destination="Rome", date="2025-05-20", max_price=prices[1])
     assert [f["price"] for f in cheap["flights"]] == prices[:2]
     none = call("search_flights", origin="Madrid", destination="Rome", date="2025-05-20", max_price=1)
     assert none["flights"] == [] and none["count"] == 0
@@ -386,20 +373,13 @@ def test_dictionary_population_country_distance():
         "population": 13960000,
     }
     info = call("get_country_info", country="USA")
-    assert (
-        info["country"] == "United States"
-        and info["currency"] == "USD"
-        and info["capital"] == "Washington DC"
-    )
+    assert info["country"] == "United States" and info["currency"] == "USD" and info["capital"] == "Washington DC"
     with pytest.raises(ToolError, match="Unknown country"):
         call("get_country_info", country="Atlantis")
     d = call("get_distance", city_a="London", city_b="Paris")
     assert d["unit"] == "km" and 335 <= d["distance"] <= 350
     mi = call("get_distance", city_a="Paris", city_b="London", unit="mi")
-    assert (
-        mi["distance"] == round(d["distance"] / 1.609344)
-        or abs(mi["distance"] - d["distance"] / 1.609344) < 1
-    )
+    assert mi["distance"] == round(d["distance"] / 1.609344) or abs(mi["distance"] - d["distance"] / 1.609344) < 1
     assert call("get_distance", city_a="Oslo", city_b="Oslo")["distance"] == 0
     with pytest.raises(ToolError, match="'km' or 'mi'"):
         call("get_distance", city_a="Oslo", city_b="Rome", unit="parsec")
@@ -545,10 +525,7 @@ def _uses_only_split_entities(task: Task, ents: dict[str, set[str]]) -> None:
                 assert args["word"] in ents["words"]
             if c["name"] == "get_country_info":
                 assert args["country"] in ents["countries"]
-            if (
-                c["name"] in ("convert_currency", "get_exchange_rate")
-                and args["from_currency"] != args["to_currency"]
-            ):
+            if c["name"] in ("convert_currency", "get_exchange_rate") and args["from_currency"] != args["to_currency"]:
                 assert f"{args['from_currency']}>{args['to_currency']}" in ents["currency_pairs"]
             if c["name"] == "date_diff":
                 assert {args["start_date"], args["end_date"]} <= ents["dates"]
@@ -579,9 +556,10 @@ def test_gold_solutions_are_consistent(split):
         for fact in task.facts:
             assert has_fact(task.answer, fact), (task.task_id, fact, task.answer)
             assert has_fact(sub.answer, fact)
-            assert fact_text(fact) in fact_text(results_text).replace('"', " ") or has_fact(
-                results_text, fact
-            ), (task.task_id, fact)
+            assert fact_text(fact) in fact_text(results_text).replace('"', " ") or has_fact(results_text, fact), (
+                task.task_id,
+                fact,
+            )
         _uses_only_split_entities(task, ents)
         parallel += task.meta["parallel"]
         chains += len(sub.turns) > 1
@@ -601,10 +579,7 @@ def test_currency_part(split):
         assert set(info) >= {"to_currency", "converted", "rate"}
         assert f"{cur.upper()}>{info['to_currency']}" in pairs
         (executed,) = run_gold(sub)
-        assert (
-            executed["result"]["converted"] == info["converted"]
-            and executed["result"]["rate"] == info["rate"]
-        )
+        assert executed["result"]["converted"] == info["converted"] and executed["result"]["rate"] == info["rate"]
         assert round(info["converted"], 2) == info["converted"]
         assert required_satisfied([executed], list(sub.required_calls))
         assert has_fact(sub.answer, g._fmt(info["converted"])) and info["to_currency"] in sub.answer

@@ -29,8 +29,9 @@ def test_turn_rewards_sum_to_the_team_reward_and_keep_per_turn_shares():
 
 
 def test_global_state_holds_the_request_and_every_earlier_turn_of_every_agent():
-    t = _traj([("call math", "master"), ("<answer>4</answer>", "math"), ("<answer>4</answer>", "master")], 1.0,
-              [{}, {}, {}])
+    t = _traj(
+        [("call math", "master"), ("<answer>4</answer>", "math"), ("<answer>4</answer>", "master")], 1.0, [{}, {}, {}]
+    )
     states = global_states(t)
     assert len(states) == 3
     assert states[0] == "request: What is 2 + 2?\nnext: master"
@@ -58,9 +59,21 @@ def test_config_validation():
 
 def test_small_mappo_run_trains_the_critic_and_resumes(sft_run, tmp_path, undocumented_metrics):
     out = tmp_path / "run"
-    values = dict(sft_run=sft_run, output_dir=str(out), iterations=1, steps_per_iteration=2, tasks_per_step=2,
-                  group_size=2, max_new_tokens=12, max_cycles=3, max_prompt_tokens=256, lr=1e-2, eval_tasks=0,
-                  checkpoint_every=1, critic_lr=0.05)
+    values = dict(
+        sft_run=sft_run,
+        output_dir=str(out),
+        iterations=1,
+        steps_per_iteration=2,
+        tasks_per_step=2,
+        group_size=2,
+        max_new_tokens=12,
+        max_cycles=3,
+        max_prompt_tokens=256,
+        lr=1e-2,
+        eval_tasks=0,
+        checkpoint_every=1,
+        critic_lr=0.05,
+    )
     trainer = MAPPOTrainer(MAPPOConfig(**values))
     results = trainer.train()
     assert results["steps"] == 2

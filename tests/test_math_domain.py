@@ -144,8 +144,11 @@ def test_pools_are_disjoint_across_splits() -> None:
     per_split: dict[str, set[str]] = {s: set() for s in SPLITS}
     for name in dir(md):
         value = getattr(md, name)
-        if name.startswith("_") and name[1:].isupper() and isinstance(value, tuple) and name not in (
-            "_DISTRACTORS", "_DISCOUNTS", "_SHIPPING"
+        if (
+            name.startswith("_")
+            and name[1:].isupper()
+            and isinstance(value, tuple)
+            and name not in ("_DISTRACTORS", "_DISCOUNTS", "_SHIPPING")
         ):
             for split in SPLITS:
                 for entry in md._part(value, split):

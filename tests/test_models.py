@@ -117,8 +117,13 @@ def team(llama_dir):
 def _conversation(turns: int) -> list[dict]:
     msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is 12 * 7 + 5?"}]
     for i in range(turns):
-        msgs.append({"role": "assistant", "content": f'<tool_call>{{"name": "calculator", "arguments": '
-                                                     f'{{"expression": "step {i} of the work"}}}}</tool_call>'})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f'<tool_call>{{"name": "calculator", "arguments": '
+                f'{{"expression": "step {i} of the work"}}}}</tool_call>',
+            }
+        )
         msgs.append({"role": "tool", "content": f'{{"result": "{100 + i}"}}'})
     return msgs
 
@@ -262,8 +267,7 @@ def test_sft_conversation_rows_keep_the_role_tag_and_the_request_when_cut(tiny_b
     msgs = _conversation(12)
     # one role's conversation: an example per expert turn (its calls), then the answer
     group = [
-        Example("math", tuple(msgs[: 2 + 2 * k]), (CALC,), msgs[2 + 2 * k]["content"], "t0", "math")
-        for k in range(12)
+        Example("math", tuple(msgs[: 2 + 2 * k]), (CALC,), msgs[2 + 2 * k]["content"], "t0", "math") for k in range(12)
     ] + [Example("math", tuple(msgs), (CALC,), "<answer>89</answer>", "t0", "math")]
     group = styled(group, "compact")
     whole = tokenize_example(tok, group[-1])["input_ids"]
@@ -345,8 +349,10 @@ def test_generation_stops_on_multi_token_stop(team):
     prompt = render_prompt(tok, [{"role": "user", "content": "order 3?"}], None)
     base = team.generate("qa", [prompt], SamplingConfig(temperature=0, max_new_tokens=24, stop=()))[0][0]
     text = tok.decode(base.completion_ids)
-    stop = next((text[i : i + 3] for i in range(3, len(text) - 3) if text[i : i + 3].isascii()
-                 and text[i : i + 3].strip()), None)
+    stop = next(
+        (text[i : i + 3] for i in range(3, len(text) - 3) if text[i : i + 3].isascii() and text[i : i + 3].strip()),
+        None,
+    )
     assert stop is not None
     cut = team.generate("qa", [prompt], SamplingConfig(temperature=0, max_new_tokens=24, stop=(stop,)))[0][0]
     assert cut.finish_reason == "stop" and stop in cut.text
@@ -365,9 +371,7 @@ def _prompts(team, role="qa"):
     tok = team.tokenizer_for(role)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [
-            render_prompt(tok, _conversation(k)[: 2 + 2 * k], [CALC]) for k in (0, 1, 3)
-        ]
+        return [render_prompt(tok, _conversation(k)[: 2 + 2 * k], [CALC]) for k in (0, 1, 3)]
 
 
 def test_shared_prefix_logprobs_and_gradients_equal_unshared(team):

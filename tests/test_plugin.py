@@ -41,8 +41,17 @@ def test_example_plugin_installs_and_runs_two_steps_through_joy_train(sft_run, t
     assert done.returncode == 0, done.stderr[-2000:]
     try:
         out = tmp_path / "run"
-        sets = {"sft_run": sft_run, "iterations": 1, "steps_per_iteration": 2, "tasks_per_step": 2,
-                "group_size": 2, "max_new_tokens": 12, "max_cycles": 3, "max_prompt_tokens": 256, "eval_tasks": 0}
+        sets = {
+            "sft_run": sft_run,
+            "iterations": 1,
+            "steps_per_iteration": 2,
+            "tasks_per_step": 2,
+            "group_size": 2,
+            "max_new_tokens": 12,
+            "max_cycles": 3,
+            "max_prompt_tokens": 256,
+            "eval_tasks": 0,
+        }
         cmd = [sys.executable, "-m", "joy_trainers.cli", "--trainer", "reinforce", "--output-dir", str(out)]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={json.dumps(v)}"]
@@ -58,15 +67,17 @@ def test_example_plugin_installs_and_runs_two_steps_through_joy_train(sft_run, t
         assert rows[0]["charts/baseline"] == rows[0]["charts/reward_mean"]
         resume = list(cmd)
         resume[resume.index("steps_per_iteration=2")] = "steps_per_iteration=3"
-        again = subprocess.run([*resume, "--resume"], capture_output=True, text=True,
-                               env={**os.environ, "PYTHONPATH": REPO})
+        again = subprocess.run(
+            [*resume, "--resume"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO}
+        )
         assert again.returncode == 0, again.stderr[-3000:]
         rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows] == [1, 2, 3]
         assert rows[2]["charts/baseline"] == pytest.approx(expected, abs=1e-9)
         listing = subprocess.run(
             [sys.executable, "-c", "from joy_trainers import available_trainers as a; print(sorted(a()))"],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         assert "reinforce" in listing.stdout
     finally:

@@ -71,8 +71,14 @@ def test_kb_size_and_content() -> None:
             assert value.isascii() and value.isprintable()
     facts = qa.policy_facts(SEED)
     policy_facts = (
-        len(facts["returns"]) + len(facts["restocking"]) + len(facts["warranty"]) + 2 * len(facts["shipping"])
-        + 4 * len(facts["tiers"]) + len(facts["accepted"]) + len(facts["refused"]) + 5
+        len(facts["returns"])
+        + len(facts["restocking"])
+        + len(facts["warranty"])
+        + 2 * len(facts["shipping"])
+        + 4 * len(facts["tiers"])
+        + len(facts["accepted"])
+        + len(facts["refused"])
+        + 5
     )
     assert policy_facts >= 60
     open_passages = [p for p in passages if not p["id"].startswith("policy-")]

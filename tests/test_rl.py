@@ -45,8 +45,13 @@ def _cfg(cls, sft_run, out, **kw):
 
 # ------------------------------------------------------------------------------------ selection math
 def test_select_top_k_ranks_by_variance_and_skips_flat_groups():
-    groups = [rl.Group("qa", [0, 0, 0]), rl.Group("math", [0, 1, 0]), rl.Group("master", [0, 1, 1, 0]),
-              rl.Group("general", [1, 1, 1]), rl.Group("ecommerce", [0, 0.1, 0])]
+    groups = [
+        rl.Group("qa", [0, 0, 0]),
+        rl.Group("math", [0, 1, 0]),
+        rl.Group("master", [0, 1, 1, 0]),
+        rl.Group("general", [1, 1, 1]),
+        rl.Group("ecommerce", [0, 0.1, 0]),
+    ]
     assert [g.role for g in rl.select_top_k(groups, 2)] == ["master", "math"]
     assert [g.role for g in rl.select_top_k(groups, 10)] == ["master", "math", "ecommerce"]
     assert [g.role for g in rl.select_top_k(groups, "all")] == ["math", "master", "ecommerce"]
@@ -182,11 +187,14 @@ def _read_rows(run_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
-@pytest.mark.parametrize("trainer_cls,cfg_cls,extra", [
-    (JoyAgentsGRPOTrainer, JoyAgentsGRPOConfig, {"top_k": 2}),
-    (JoyAgentsGRPOTrainer, JoyAgentsGRPOConfig, {"sampling": "trajectory", "memory": False, "top_k": "all"}),
-    (GRPOTrainer, GRPOConfig, {}),
-])
+@pytest.mark.parametrize(
+    "trainer_cls,cfg_cls,extra",
+    [
+        (JoyAgentsGRPOTrainer, JoyAgentsGRPOConfig, {"top_k": 2}),
+        (JoyAgentsGRPOTrainer, JoyAgentsGRPOConfig, {"sampling": "trajectory", "memory": False, "top_k": "all"}),
+        (GRPOTrainer, GRPOConfig, {}),
+    ],
+)
 def test_small_run_writes_metrics_checkpoints_and_results(
     sft_run, tmp_path, trainer_cls, cfg_cls, extra, undocumented_metrics
 ):
@@ -209,8 +217,16 @@ def test_token_budget_stops_at_the_first_step_that_reaches_it(sft_run, tmp_path)
     per_step = first["generated_tokens"]
     assert per_step > 0
     out = tmp_path / "budget"
-    cfg = _cfg(GRPOConfig, sft_run, out, steps_per_iteration=50, checkpoint_every=50,
-               token_budget=per_step + 1, eval_tasks=2, eval_baseline=False)
+    cfg = _cfg(
+        GRPOConfig,
+        sft_run,
+        out,
+        steps_per_iteration=50,
+        checkpoint_every=50,
+        token_budget=per_step + 1,
+        eval_tasks=2,
+        eval_baseline=False,
+    )
     results = GRPOTrainer(cfg).train()
     rows = _read_rows(out)
     assert 2 <= results["steps"] == len(rows) < 50  # needed more than one step's tokens, then stopped
@@ -283,8 +299,22 @@ def test_two_processes_end_each_step_with_identical_parameters(sft_run, tmp_path
     out = tmp_path / "dist"
     script = os.path.join(REPO, "tests", "dist_rl_steps.py")
     # `--multi_gpu` with no visible GPU starts real gloo CPU processes (`--cpu` alone starts one process)
-    cmd = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", script, sft_run, str(out)]
+    cmd = [
+        "accelerate",
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        script,
+        sft_run,
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": REPO, "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -303,8 +333,16 @@ def test_the_progress_bar_draws_its_last_line_once():
     from tqdm import tqdm
 
     sink = io.StringIO()
-    state = rl.RunState(config=GRPOConfig(steps_per_iteration=3, iterations=1), team=None, optimizers={}, banks={},
-                        engine=None, log=None, rl_tasks=[], accelerator=None)
+    state = rl.RunState(
+        config=GRPOConfig(steps_per_iteration=3, iterations=1),
+        team=None,
+        optimizers={},
+        banks={},
+        engine=None,
+        log=None,
+        rl_tasks=[],
+        accelerator=None,
+    )
     state.bar = tqdm(total=3, file=sink, mininterval=0, desc="run")
     for step in range(3):
         state.progress({"charts/tokens_generated": 10, "charts/reward_mean": 0.5 + step, "groups/selected": step})

@@ -41,9 +41,20 @@ class QuickTrainer(rl.RLTrainer):
 
 
 def _config(sft_run, out, **kw):
-    values = dict(sft_run=sft_run, output_dir=str(out), iterations=1, steps_per_iteration=6, tasks_per_step=1,
-                  group_size=2, max_new_tokens=8, max_cycles=2, max_prompt_tokens=128, eval_tasks=0,
-                  checkpoint_every=2, beta=0.04)
+    values = dict(
+        sft_run=sft_run,
+        output_dir=str(out),
+        iterations=1,
+        steps_per_iteration=6,
+        tasks_per_step=1,
+        group_size=2,
+        max_new_tokens=8,
+        max_cycles=2,
+        max_prompt_tokens=128,
+        eval_tasks=0,
+        checkpoint_every=2,
+        beta=0.04,
+    )
     values.update(kw)
     return rl.RLConfig.from_dict(values)
 
@@ -233,8 +244,9 @@ def test_two_tiny_model_builds_at_once_both_finish_with_the_same_build(tmp_path)
     out = tmp_path / "cache" / "tiny"
     env = {**os.environ, "PYTHONPATH": REPO}
     procs = [
-        subprocess.Popen([sys.executable, "-c", _BUILD, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", _BUILD, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         for _ in range(2)
     ]
     outputs = [p.communicate(timeout=600) for p in procs]
@@ -245,8 +257,14 @@ def test_two_tiny_model_builds_at_once_both_finish_with_the_same_build(tmp_path)
     assert sorted(p.name for p in out.parent.iterdir()) == [".tiny.lock", "tiny"]  # no temporary left behind
 
 
-SMALL_SFT = {"sft_tasks": 4, "base_epochs": 0.0, "adapter_epochs": 0.2, "role_adapter_epochs": {}, "max_length": 128,
-             "batch_size": 4}
+SMALL_SFT = {
+    "sft_tasks": 4,
+    "base_epochs": 0.0,
+    "adapter_epochs": 0.2,
+    "role_adapter_epochs": {},
+    "max_length": 128,
+    "batch_size": 4,
+}
 
 _SFT_TEAM = """
 import hashlib, json, sys
@@ -263,8 +281,13 @@ def test_two_runs_needing_the_same_cached_sft_team_at_once_share_one_build(tmp_p
     cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": REPO, "JOY_CACHE_DIR": str(cache)}
     procs = [
-        subprocess.Popen([sys.executable, "-c", _SFT_TEAM, json.dumps(SMALL_SFT)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", _SFT_TEAM, json.dumps(SMALL_SFT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for _ in range(2)
     ]
     outputs = [p.communicate(timeout=1800) for p in procs]
@@ -312,8 +335,13 @@ def test_two_processes_needing_the_same_cached_sft_team_train_it_once(tmp_path, 
     half.mkdir(parents=True)
     (half / "partial.bin").write_bytes(b"x")
     procs = [
-        subprocess.Popen([sys.executable, "-c", _FAKE_SFT, json.dumps(SMALL_SFT)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", _FAKE_SFT, json.dumps(SMALL_SFT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for _ in range(2)
     ]
     outputs = [p.communicate(timeout=600) for p in procs]
@@ -325,8 +353,9 @@ def test_two_processes_needing_the_same_cached_sft_team_train_it_once(tmp_path, 
     assert len(log.read_text().split()) == 1  # one process trained, the other waited and used its team
     assert "another process built the cached SFT team" in outputs[0][0] + outputs[1][0]
     team = Path(first["team"])
-    assert sorted(p.name for p in cache.iterdir()) == sorted([".sft-0.tmp-crashed", team.parent.name,
-                                                              f"{team.parent.name}.lock"])
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [".sft-0.tmp-crashed", team.parent.name, f"{team.parent.name}.lock"]
+    )
 
 
 def test_the_sft_cache_key_ignores_evaluation_options():

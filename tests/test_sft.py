@@ -87,7 +87,6 @@ def test_a_fraction_of_an_epoch_over_few_rows_still_trains_one():
 def test_bucketed_order_covers_every_example_per_pass_with_low_padding_and_mixed_batches():
     import random
 
-
     rng = random.Random(0)
     lengths = [rng.choice([40, 60, 300, 380]) + rng.randint(0, 9) for _ in range(256)]
     order = bucketed_order(lengths, batch_size=8, epochs=2.5, seed=1)

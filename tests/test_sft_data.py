@@ -247,8 +247,9 @@ def test_compact_prompts_replace_the_system_prompt_and_tools_and_match_the_team(
         # SFT trains on exactly what rollouts render
         assert prompt == team.encode_prompt(e.role, list(e.messages), list(e.tools) or None)
     full = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4))
-    assert len(team.encode_prompt(ex.role, list(ex.messages), list(ex.tools))) < len(
-        full.encode_prompt(ex.role, list(ex.messages), list(ex.tools))
-    ) / 2
+    assert (
+        len(team.encode_prompt(ex.role, list(ex.messages), list(ex.tools)))
+        < len(full.encode_prompt(ex.role, list(ex.messages), list(ex.tools))) / 2
+    )
     noted = team.tokenizer.decode(team.encode_prompt(ex.role, list(ex.messages), list(ex.tools), note="\n\nMemory: x"))
     assert noted.startswith("<|im_start|>system\necommerce\n\nMemory: x<|im_end|>")

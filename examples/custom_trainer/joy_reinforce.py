@@ -38,9 +38,19 @@ class ReinforceTrainer(rl.RLTrainer):
     name = "reinforce"
     config_class = ReinforceConfig
     presets: dict[str, dict[str, Any]] = {
-        "tiny": {"model": "tiny", "iterations": 1, "steps_per_iteration": 8, "tasks_per_step": 4, "group_size": 2,
-                 "lr": 1e-3, "beta": 0.0, "max_new_tokens": 96, "max_cycles": 10,
-                 "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS, "eval_tasks": 50}
+        "tiny": {
+            "model": "tiny",
+            "iterations": 1,
+            "steps_per_iteration": 8,
+            "tasks_per_step": 4,
+            "group_size": 2,
+            "lr": 1e-3,
+            "beta": 0.0,
+            "max_new_tokens": 96,
+            "max_cycles": 10,
+            "max_prompt_tokens": TINY_MAX_PROMPT_TOKENS,
+            "eval_tasks": 50,
+        }
     }
     refresh_reference = False  # no KL term
 
@@ -61,5 +71,11 @@ class ReinforceTrainer(rl.RLTrainer):
             stats = rl.update_roles(state, per_role, rl.update_config(cfg, beta=0.0))
         m = cfg.baseline_momentum
         state.trainer_state["baseline"] = step_mean if kept is None else m * kept + (1 - m) * step_mean
-        return rl.StepOutput(trajectories=trajectories, groups=groups, selected=groups, update_stats=stats,
-                             timer=timer, metrics={"charts/baseline": baseline})
+        return rl.StepOutput(
+            trajectories=trajectories,
+            groups=groups,
+            selected=groups,
+            update_stats=stats,
+            timer=timer,
+            metrics={"charts/baseline": baseline},
+        )

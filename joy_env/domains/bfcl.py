@@ -231,9 +231,7 @@ def _resolve(value: Any, schema: Mapping[str, Any]) -> Any:
         required = schema.get("required") or ()
         out = {}
         for key, options in value.items():
-            picked = _pick(
-                options if isinstance(options, list) else [options], props.get(key, {}), key in required
-            )
+            picked = _pick(options if isinstance(options, list) else [options], props.get(key, {}), key in required)
             if picked is not _OMIT:
                 out[key] = picked
         return out
@@ -460,9 +458,7 @@ def load_bfcl(
             truth = answers[bfcl_id].get("ground_truth")
             docs = entry.get("function")
             if not isinstance(truth, list) or not all(isinstance(c, dict) and len(c) == 1 for c in truth):
-                raise ValueError(
-                    f"{answer_file} (id {bfcl_id}): 'ground_truth' must be a list of {{name: args}}"
-                )
+                raise ValueError(f"{answer_file} (id {bfcl_id}): 'ground_truth' must be a list of {{name: args}}")
             if not isinstance(docs, list):
                 raise ValueError(f"{where}: 'function' must be a list of function docs")
             query = _query(entry, where)

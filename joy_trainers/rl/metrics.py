@@ -218,8 +218,14 @@ def plot_rewards(path: Path, rows: Sequence[dict[str, Any]], results: dict[str, 
     for key, style, colour, width, alpha, label in lines:
         m = results.get(key) or {}
         if "success_rate" in m:
-            ax.axhline(m["success_rate"], linestyle=style, color=colour, linewidth=width, alpha=alpha,
-                       label=f"{label} ({m['success_rate']:.2f})")
+            ax.axhline(
+                m["success_rate"],
+                linestyle=style,
+                color=colour,
+                linewidth=width,
+                alpha=alpha,
+                label=f"{label} ({m['success_rate']:.2f})",
+            )
     ax.set_xlabel("step")
     ax.set_ylabel("reward / success")
     ax.set_title(f"{results['trainer']} on {results['env_id']} (seed {results['seed']})")

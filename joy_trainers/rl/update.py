@@ -85,9 +85,7 @@ def policy_update(
     """
     rows = [(s, float(a)) for s, a in zip(samples, advantages, strict=True) if len(s.completion_ids)]
     device = team.device
-    counts = torch.tensor(
-        [float(len(rows)), float(sum(len(s.completion_ids) for s, _ in rows))], dtype=torch.float64
-    )
+    counts = torch.tensor([float(len(rows)), float(sum(len(s.completion_ids) for s, _ in rows))], dtype=torch.float64)
     all_reduce_sum(counts)
     n_seq, n_tok = float(counts[0]), float(counts[1])
     params = team.trainable_parameters(role)
@@ -157,9 +155,7 @@ def policy_update(
 
 def make_optimizers(team: Any, lr: float, weight_decay: float = 0.0) -> dict[str, torch.optim.Optimizer]:
     """One AdamW per role over its trainable parameters."""
-    return {
-        r: torch.optim.AdamW(team.trainable_parameters(r), lr=lr, weight_decay=weight_decay) for r in team.roles
-    }
+    return {r: torch.optim.AdamW(team.trainable_parameters(r), lr=lr, weight_decay=weight_decay) for r in team.roles}
 
 
 def update_selected(state: RunState, selected: Sequence[Group], cfg: Any) -> dict[str, Any]:

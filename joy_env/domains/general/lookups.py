@@ -103,9 +103,7 @@ def _tables() -> dict[str, Any]:
     }
 
 
-def _unknown(
-    kind: str, value: str, names: Sequence[str], examples: Sequence[str], hint: str = ""
-) -> ToolError:
+def _unknown(kind: str, value: str, names: Sequence[str], examples: Sequence[str], hint: str = "") -> ToolError:
     keyed = {_key(n): n for n in names}
     close = [keyed[k] for k in difflib.get_close_matches(_key(value), list(keyed), n=3, cutoff=0.75)]
     msg = f"Unknown {kind} {_show(value)}."
@@ -240,9 +238,7 @@ def _number(value: object, what: str, lo: float, hi: float) -> float:
         raise ToolError(f"{what} must be a number")
     x = float(value)
     if not math.isfinite(x) or not lo <= x <= hi:
-        raise ToolError(
-            f"{what} must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {_show(value)}"
-        )
+        raise ToolError(f"{what} must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {_show(value)}")
     return x
 
 

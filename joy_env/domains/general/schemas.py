@@ -39,9 +39,7 @@ TOOLS: tuple[Tool, ...] = (
         "get_weather",
         "Daily weather forecast for a city on a date: condition, high and low in Celsius, chance of "
         "precipitation, humidity and wind.",
-        _schema(
-            {"city": _s("City name in English, e.g. 'Lisbon'"), "date": _s(_DATE_S, 32)}, ["city", "date"]
-        ),
+        _schema({"city": _s("City name in English, e.g. 'Lisbon'"), "date": _s(_DATE_S, 32)}, ["city", "date"]),
         get_weather,
     ),
     Tool(
@@ -126,9 +124,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "get_stock_quote",
         "End-of-day stock quote (open, high, low, close in USD, volume) of a listed company on a weekday.",
-        _schema(
-            {"symbol": _s("Ticker symbol, e.g. 'AQNX'", 40), "date": _s(_DATE_S, 32)}, ["symbol", "date"]
-        ),
+        _schema({"symbol": _s("Ticker symbol, e.g. 'AQNX'", 40), "date": _s(_DATE_S, 32)}, ["symbol", "date"]),
         get_stock_quote,
     ),
     Tool(

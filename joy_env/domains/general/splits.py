@@ -57,12 +57,7 @@ def _pools() -> dict[str, _Pool]:
         "words": _partition([w.word for w in t["words"]], "word"),
         "dates": _partition([d.isoformat() for d in all_dates], "date"),
         "units": _partition(
-            [
-                f"{a.code}>{b.code}"
-                for a in t["units"]
-                for b in t["units"]
-                if a != b and a.dimension == b.dimension
-            ],
+            [f"{a.code}>{b.code}" for a in t["units"] for b in t["units"] if a != b and a.dimension == b.dimension],
             "unit",
         ),
     }

@@ -168,8 +168,7 @@ def _t_weather(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
         )
     )
     answer = (
-        f"The forecast for {c.name} is {w['condition']}, with a high of {w['high_c']} C and a low of "
-        f"{w['low_c']} C."
+        f"The forecast for {c.name} is {w['condition']}, with a high of {w['high_c']} C and a low of {w['low_c']} C."
     )
     return _distract(rng, pool, query, [c]), answer, _facts(w["condition"], w["high_c"], w["low_c"])
 
@@ -188,8 +187,7 @@ def _t_weather_compare(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     query = rng.choice(
         (
             f"Which will be {word} on {dtx}, {at} or {bt}? Tell me both daytime highs.",
-            f"I can't decide between {at} and {bt} for a trip on {dtx}. Which one will be {word}? Include "
-            f"the highs.",
+            f"I can't decide between {at} and {bt} for a trip on {dtx}. Which one will be {word}? Include the highs.",
         )
     )
     answer = (
@@ -247,8 +245,7 @@ def _t_flight_convert(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     query = rng.choice(
         (
             f"Find the cheapest flight from {ot} to {dtt} on {dtx} and tell me the fare in {ct}.",
-            f"I need to fly {ot} to {dtt} on {dtx}. What's the cheapest option, and what does it cost in "
-            f"{ct}?",
+            f"I need to fly {ot} to {dtt} on {dtx}. What's the cheapest option, and what does it cost in {ct}?",
         )
     )
     if max_price is not None:
@@ -346,9 +343,7 @@ _UNIT_STORIES = {
 def _unit_value(rng: random.Random, src: str, dst: str) -> tuple[float | int, dict[str, Any]]:
     dim = _tables()["unit_by_code"][src].dimension
     if dim == "temperature":
-        v: float | int = {"C": rng.randint(5, 250), "F": rng.randint(45, 480), "K": rng.randint(280, 520)}[
-            src
-        ]
+        v: float | int = {"C": rng.randint(5, 250), "F": rng.randint(45, 480), "K": rng.randint(280, 520)}[src]
     else:
         v = rng.choice((rng.randint(1, 500), _num(rng.randint(10, 2000) / 10, 1), rng.randint(1, 20)))
     res = convert_units(None, v, src, dst)
@@ -381,9 +376,7 @@ def _t_units(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
             f"Please convert {texts[0][0]} {texts[0][1]} to {texts[0][2]}, and also {texts[1][0]} "
             f"{texts[1][1]} to {texts[1][2]}."
         )
-    answer = " ".join(
-        f"{v} {f} is {_fmt(r['result'])} {t}." for (v, f, t), r in zip(texts, results, strict=True)
-    )
+    answer = " ".join(f"{v} {f} is {_fmt(r['result'])} {t}." for (v, f, t), r in zip(texts, results, strict=True))
     return _distract(rng, pool, query), answer, _facts(*(r["result"] for r in results))
 
 
@@ -494,10 +487,7 @@ def _t_lookup(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
         )
         big = a if ra["population"] > rb["population"] else b
         query = f"Which city has more inhabitants, {_city_text(rng, a)} or {_city_text(rng, b)}?"
-        answer = (
-            f"{a.name} has {ra['population']} people and {b.name} has {rb['population']}, so {big.name} is "
-            "larger."
-        )
+        answer = f"{a.name} has {ra['population']} people and {b.name} has {rb['population']}, so {big.name} is larger."
         return (
             _distract(rng, pool, query, [a, b]),
             answer,
@@ -555,14 +545,10 @@ def _t_country_money(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
             f"I'm visiting {c.name} next month with {_fmt(amount)} {st}. Which currency do they use, and "
             f"how much "
             "local money is that?",
-            f"How much is {_fmt(amount)} {st} worth in the local currency of {c.name}? Tell me the currency "
-            f"too.",
+            f"How much is {_fmt(amount)} {st} worth in the local currency of {c.name}? Tell me the currency too.",
         )
     )
-    answer = (
-        f"{c.name} uses {info['currency']}; {_fmt(amount)} {src} is {_fmt(conv['converted'])} "
-        f"{info['currency']}."
-    )
+    answer = f"{c.name} uses {info['currency']}; {_fmt(amount)} {src} is {_fmt(conv['converted'])} {info['currency']}."
     return _distract(rng, pool, query), answer, _facts(info["currency"], conv["converted"])
 
 
@@ -585,8 +571,7 @@ def _t_distance(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
         r = plan.one(*_distance_call(a, b, unit))
         query = rng.choice(
             (
-                f"How far is it from {_city_text(rng, a)} to {_city_text(rng, b)} in {unit_name}, as the "
-                f"crow flies?",
+                f"How far is it from {_city_text(rng, a)} to {_city_text(rng, b)} in {unit_name}, as the crow flies?",
                 f"What's the straight-line distance between {_city_text(rng, a)} and {_city_text(rng, b)} "
                 f"in {unit_name}?",
             )
@@ -648,8 +633,7 @@ def _t_stock_in_currency(rng: random.Random, pool: _Pool, plan: _Plan) -> _Resul
         f"in {_currency_text(rng, cur)}?"
     )
     answer = (
-        f"{t.symbol} closed at {_fmt(q['close'])} USD on {d.isoformat()}, which is "
-        f"{_fmt(conv['converted'])} {cur}."
+        f"{t.symbol} closed at {_fmt(q['close'])} USD on {d.isoformat()}, which is {_fmt(conv['converted'])} {cur}."
     )
     return _distract(rng, pool, query), answer, _facts(q["close"], conv["converted"])
 

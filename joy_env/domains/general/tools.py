@@ -51,9 +51,7 @@ def _forecast(city: City, day: dt.date) -> dict[str, Any]:
             condition = ("light rain", "rain")[r % 2]
         precip = 60 + (hk >> 36) % 40
     else:
-        condition = ("sunny", "partly cloudy", "cloudy", "sunny", "partly cloudy", "fog", "windy")[
-            (hk >> 40) % 7
-        ]
+        condition = ("sunny", "partly cloudy", "cloudy", "sunny", "partly cloudy", "fog", "windy")[(hk >> 40) % 7]
         precip = (hk >> 36) % 30
     wind = 5 + (hk >> 44) % 25 + (25 if condition == "windy" else 0)
     return {
@@ -290,9 +288,7 @@ def _flights(o: City, d: City, day: dt.date) -> list[dict[str, Any]]:
         stops = 0 if dist < 1200 else (1 if (hi >> 20) % 3 == 0 or dist > 9000 else 0)
         depart = 5 * 60 + ((hi >> 24) % 204) * 5
         duration = int(dist / 820 * 60 + 40 + stops * (55 + (hi >> 32) % 80))
-        cents = int(
-            (45 + dist * 0.075 * (0.75 + ((hi >> 40) % 60) / 100) + (35 if stops == 0 else -20)) * 100
-        )
+        cents = int((45 + dist * 0.075 * (0.75 + ((hi >> 40) % 60) / 100) + (35 if stops == 0 else -20)) * 100)
         cents = cents - cents % 100 + (hi >> 48) % 100
         while cents in prices_used:
             cents += 100

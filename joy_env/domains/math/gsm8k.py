@@ -74,9 +74,7 @@ def load_gsm8k(path: str | Path) -> list[Task]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
-            if not isinstance(record, dict) or not all(
-                isinstance(record.get(k), str) for k in ("question", "answer")
-            ):
+            if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("question", "answer")):
                 raise ValueError(f"{where}: expected an object with string fields 'question' and 'answer'")
             match = _FINAL.search(record["answer"])
             if match is None:

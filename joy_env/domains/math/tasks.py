@@ -102,10 +102,7 @@ def _t_ages(rng: random.Random, split: str, s: _Steps) -> str:
     m = rng.randint(1, max(1, a * k // 2))
     b = s.one(f"{a} * {k}")
     c = s.one(f"{b} - {m}")
-    text = (
-        f"{name} is {a} years old. {n2} is {k} times as old as {name}, and {n3} is {m} years younger "
-        f"than {n2}."
-    )
+    text = f"{name} is {a} years old. {n2} is {k} times as old as {name}, and {n3} is {m} years younger than {n2}."
     if rng.random() < 0.5:
         total = s.one(f"{a} + {b} + {c}")
         y = rng.randint(2, 15)
@@ -211,9 +208,7 @@ def _t_overtime_pay(rng: random.Random, split: str, s: _Steps) -> str:
         weeks = rng.randint(2, 4)
         week = s.one(f"{base} + {over}")
         s.one(f"{week} * {weeks}")
-        return text + (
-            f" {_cap(pron)} works {hours} hours every week for {weeks} weeks. How much does {pron} earn?"
-        )
+        return text + (f" {_cap(pron)} works {hours} hours every week for {weeks} weeks. How much does {pron} earn?")
     s.one(f"{base} + {over}")
     return text + f" Last week {pron} worked {hours} hours. How much did {pron} earn that week?"
 

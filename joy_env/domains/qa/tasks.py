@@ -54,95 +54,174 @@ def _entity(world: _World, rng: random.Random, split: str, kind: str) -> _Entity
 _OPEN: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     # template: (entity kind, fact key, phrasings with {e}, gold query with {e})
     "country_capital": (
-        "country", "capital",
-        ("What is the capital of {e}?", "Which city is the capital of {e}?", "Name the capital city of {e}.",
-         "{e} has which city as its capital?", "Tell me the capital of {e}.",
-         "What city serves as the capital of {e}?"),
+        "country",
+        "capital",
+        (
+            "What is the capital of {e}?",
+            "Which city is the capital of {e}?",
+            "Name the capital city of {e}.",
+            "{e} has which city as its capital?",
+            "Tell me the capital of {e}.",
+            "What city serves as the capital of {e}?",
+        ),
         "capital of {e}",
     ),
     "country_currency": (
-        "country", "currency",
-        ("What currency is used in {e}?", "What is the currency of {e}?",
-         "Which currency do people in {e} pay with?", "Name the currency of {e}.",
-         "What money is used in {e}?", "If I travel to {e}, which currency do I need?"),
+        "country",
+        "currency",
+        (
+            "What currency is used in {e}?",
+            "What is the currency of {e}?",
+            "Which currency do people in {e} pay with?",
+            "Name the currency of {e}.",
+            "What money is used in {e}?",
+            "If I travel to {e}, which currency do I need?",
+        ),
         "{e} currency",
     ),
     "country_language": (
-        "country", "language",
-        ("What is the official language of {e}?", "Which language is official in {e}?",
-         "What language do people in {e} officially speak?", "Name the official language of {e}.",
-         "In {e}, what is the official language?"),
+        "country",
+        "language",
+        (
+            "What is the official language of {e}?",
+            "Which language is official in {e}?",
+            "What language do people in {e} officially speak?",
+            "Name the official language of {e}.",
+            "In {e}, what is the official language?",
+        ),
         "{e} official language",
     ),
     "country_independence": (
-        "country", "independence",
-        ("In what year did {e} gain independence?", "When did {e} become independent?",
-         "Which year did {e} gain its independence?", "{e} became independent in which year?",
-         "What is the year of independence of {e}?"),
+        "country",
+        "independence",
+        (
+            "In what year did {e} gain independence?",
+            "When did {e} become independent?",
+            "Which year did {e} gain its independence?",
+            "{e} became independent in which year?",
+            "What is the year of independence of {e}?",
+        ),
         "{e} independence year",
     ),
     "company_founded": (
-        "company", "founded",
-        ("When was {e} founded?", "In what year was {e} founded?", "What year did {e} start?",
-         "{e} was founded in which year?", "What is the founding year of {e}?",
-         "How far back does {e} go? Give the founding year."),
+        "company",
+        "founded",
+        (
+            "When was {e} founded?",
+            "In what year was {e} founded?",
+            "What year did {e} start?",
+            "{e} was founded in which year?",
+            "What is the founding year of {e}?",
+            "How far back does {e} go? Give the founding year.",
+        ),
         "{e} founded year",
     ),
     "company_founder": (
-        "company", "founder",
-        ("Who founded {e}?", "Who is the founder of {e}?", "Name the person who founded {e}.",
-         "Who started the company {e}?", "{e} was founded by whom?"),
+        "company",
+        "founder",
+        (
+            "Who founded {e}?",
+            "Who is the founder of {e}?",
+            "Name the person who founded {e}.",
+            "Who started the company {e}?",
+            "{e} was founded by whom?",
+        ),
         "{e} founder",
     ),
     "company_hq": (
-        "company", "hq",
-        ("Where is {e} headquartered?", "In which city are the headquarters of {e}?",
-         "Which city is {e} based in?", "Where are the headquarters of {e}?",
-         "Name the city where {e} has its headquarters."),
+        "company",
+        "hq",
+        (
+            "Where is {e} headquartered?",
+            "In which city are the headquarters of {e}?",
+            "Which city is {e} based in?",
+            "Where are the headquarters of {e}?",
+            "Name the city where {e} has its headquarters.",
+        ),
         "{e} headquarters",
     ),
     "device_inventor": (
-        "device", "inventor",
-        ("Who invented the {e}?", "Who is the inventor of the {e}?", "Name the inventor of the {e}.",
-         "The {e} was invented by whom?", "Which person invented the {e}?"),
+        "device",
+        "inventor",
+        (
+            "Who invented the {e}?",
+            "Who is the inventor of the {e}?",
+            "Name the inventor of the {e}.",
+            "The {e} was invented by whom?",
+            "Which person invented the {e}?",
+        ),
         "{e} inventor",
     ),
     "device_year": (
-        "device", "year",
-        ("In what year was the {e} invented?", "When was the {e} invented?",
-         "The {e} was invented in which year?", "What year did the {e} first appear?",
-         "Give the year the {e} was invented."),
+        "device",
+        "year",
+        (
+            "In what year was the {e} invented?",
+            "When was the {e} invented?",
+            "The {e} was invented in which year?",
+            "What year did the {e} first appear?",
+            "Give the year the {e} was invented.",
+        ),
         "{e} invented year",
     ),
     "device_maker": (
-        "device", "maker",
-        ("Which company makes the {e}?", "Who makes the {e} today?", "What company manufactures the {e}?",
-         "The {e} is made by which company?", "Name the maker of the {e}."),
+        "device",
+        "maker",
+        (
+            "Which company makes the {e}?",
+            "Who makes the {e} today?",
+            "What company manufactures the {e}?",
+            "The {e} is made by which company?",
+            "Name the maker of the {e}.",
+        ),
         "{e} made by company",
     ),
     "mountain_height": (
-        "mountain", "height",
-        ("How tall is {e}?", "What is the height of {e}?", "How high is {e} in meters?",
-         "How many meters tall is {e}?", "Give the height of {e}."),
+        "mountain",
+        "height",
+        (
+            "How tall is {e}?",
+            "What is the height of {e}?",
+            "How high is {e} in meters?",
+            "How many meters tall is {e}?",
+            "Give the height of {e}.",
+        ),
         "{e} height meters",
     ),
     "mountain_country": (
-        "mountain", "country",
-        ("In which country is {e}?", "Which country is {e} located in?", "Where is {e}? Name the country.",
-         "{e} lies in which country?", "Name the country that {e} is in."),
+        "mountain",
+        "country",
+        (
+            "In which country is {e}?",
+            "Which country is {e} located in?",
+            "Where is {e}? Name the country.",
+            "{e} lies in which country?",
+            "Name the country that {e} is in.",
+        ),
         "{e} country",
     ),
     "river_length": (
-        "river", "length",
-        ("How long is the {e}?", "What is the length of the {e}?", "How many kilometers long is the {e}?",
-         "Give the length of the {e}.", "The {e} is how long?"),
+        "river",
+        "length",
+        (
+            "How long is the {e}?",
+            "What is the length of the {e}?",
+            "How many kilometers long is the {e}?",
+            "Give the length of the {e}.",
+            "The {e} is how long?",
+        ),
         "{e} length kilometers",
     ),
     "river_sea": (
-        "river", "sea",
-        ("Into which sea does the {e} flow?", "Where does the {e} empty into?",
-         "Which sea does the {e} empty into?", "The {e} ends in which sea?",
-         "Name the sea at the mouth of the {e}."),
+        "river",
+        "sea",
+        (
+            "Into which sea does the {e} flow?",
+            "Where does the {e} empty into?",
+            "Which sea does the {e} empty into?",
+            "The {e} ends in which sea?",
+            "Name the sea at the mouth of the {e}.",
+        ),
         "{e} empties into sea",
     ),
 }
@@ -371,30 +450,46 @@ def _free_shipping(world: _World, rng: random.Random, split: str) -> _Q:
 
 _MEMBERSHIP: dict[str, tuple[tuple[str, ...], str, Callable[[dict], str]]] = {
     "membership_fee": (
-        ("How much does {t} membership cost per year?", "What is the annual fee for {t} membership?",
-         "What does a {t} membership cost each year?", "How much is the yearly {t} membership fee?",
-         "What is the price of {t} membership per year?"),
+        (
+            "How much does {t} membership cost per year?",
+            "What is the annual fee for {t} membership?",
+            "What does a {t} membership cost each year?",
+            "How much is the yearly {t} membership fee?",
+            "What is the price of {t} membership per year?",
+        ),
         "{t} membership cost per year",
         lambda f: f"${f['fee']}",
     ),
     "membership_discount": (
-        ("What discount do {t} members get?", "How much off do {t} members get on eligible orders?",
-         "What percent discount comes with {t} membership?", "What is the {t} member discount?",
-         "How big is the discount for {t} members?"),
+        (
+            "What discount do {t} members get?",
+            "How much off do {t} members get on eligible orders?",
+            "What percent discount comes with {t} membership?",
+            "What is the {t} member discount?",
+            "How big is the discount for {t} members?",
+        ),
         "{t} members discount",
         lambda f: f"{f['discount']}%",
     ),
     "membership_points": (
-        ("How many points per dollar do {t} members earn?", "What is the points rate for {t} members?",
-         "How many reward points does a {t} member earn per dollar?", "Points per dollar for {t} members?",
-         "At {t} level, how many points do I get for each dollar?"),
+        (
+            "How many points per dollar do {t} members earn?",
+            "What is the points rate for {t} members?",
+            "How many reward points does a {t} member earn per dollar?",
+            "Points per dollar for {t} members?",
+            "At {t} level, how many points do I get for each dollar?",
+        ),
         "{t} members points per dollar",
         lambda f: f"{f['points']} point" + ("s" if f["points"] != 1 else ""),
     ),
     "membership_returns": (
-        ("How many extra days for returns do {t} members get?", "How much longer can {t} members return "
-         "items?", "What return extension comes with {t} membership?", "How many more days do {t} members "
-         "have to return things?", "What is the extra return time for {t} members?"),
+        (
+            "How many extra days for returns do {t} members get?",
+            "How much longer can {t} members return items?",
+            "What return extension comes with {t} membership?",
+            "How many more days do {t} members have to return things?",
+            "What is the extra return time for {t} members?",
+        ),
         "{t} members extra days returns",
         lambda f: f"{f['extra_days']} extra days",
     ),
@@ -527,10 +622,23 @@ _TEMPLATES: dict[str, Callable[[_World, random.Random, str], _Q]] = {
 # Sampling weights: open-domain single hop, frequent policy facts, rare single-fact policies, multi-hop.
 _WEIGHTS = {name: 4.0 for name in _OPEN}
 _WEIGHTS.update(
-    {"return_window": 5.0, "restocking_fee": 3.0, "warranty": 4.0, "brand_warranty": 3.0, "shipping_fee": 2.0,
-     "shipping_time": 2.0, "free_shipping": 1.0, "membership_fee": 1.0, "membership_discount": 1.0,
-     "membership_points": 1.0, "membership_returns": 1.0, "payment_accepted": 2.0, "installments": 1.0,
-     "gift_card": 0.5, "price_match": 0.5}
+    {
+        "return_window": 5.0,
+        "restocking_fee": 3.0,
+        "warranty": 4.0,
+        "brand_warranty": 3.0,
+        "shipping_fee": 2.0,
+        "shipping_time": 2.0,
+        "free_shipping": 1.0,
+        "membership_fee": 1.0,
+        "membership_discount": 1.0,
+        "membership_points": 1.0,
+        "membership_returns": 1.0,
+        "payment_accepted": 2.0,
+        "installments": 1.0,
+        "gift_card": 0.5,
+        "price_match": 0.5,
+    }
 )
 _WEIGHTS.update({name: 5.0 for name in MULTI_HOP_TEMPLATES})
 
@@ -546,9 +654,7 @@ class QATaskSource(TaskSourceBase):
     def __init__(self, seed: int = 0, sizes: dict[str, int] | None = None) -> None:
         self.seed = seed
         self.sizes = dict(SIZES if sizes is None else sizes)
-        self._names = {
-            s: [n for n in _TEMPLATES if s == "test" or n not in MULTI_HOP_TEMPLATES] for s in SPLITS
-        }
+        self._names = {s: [n for n in _TEMPLATES if s == "test" or n not in MULTI_HOP_TEMPLATES] for s in SPLITS}
 
     def build_task(self, split: str, index: int) -> Task:
         world = _world(self.seed)

@@ -13,39 +13,130 @@ from joy_env.domains.qa.retrieval import _STOPWORDS, BM25, _stem, tokenize
 
 # The shop's catalog categories first (kept in step with the e-commerce domain), then more.
 CATEGORIES = (
-    "electronics", "clothing", "shoes", "home", "sports", "books", "beauty",
-    "toys", "furniture", "kitchen", "jewelry", "watches", "groceries", "pet supplies", "office supplies",
-    "garden", "automotive", "baby products", "video games", "musical instruments", "health", "outdoor gear",
-    "bedding", "luggage", "tools", "cameras", "laptops", "phones", "appliances", "art supplies",
+    "electronics",
+    "clothing",
+    "shoes",
+    "home",
+    "sports",
+    "books",
+    "beauty",
+    "toys",
+    "furniture",
+    "kitchen",
+    "jewelry",
+    "watches",
+    "groceries",
+    "pet supplies",
+    "office supplies",
+    "garden",
+    "automotive",
+    "baby products",
+    "video games",
+    "musical instruments",
+    "health",
+    "outdoor gear",
+    "bedding",
+    "luggage",
+    "tools",
+    "cameras",
+    "laptops",
+    "phones",
+    "appliances",
+    "art supplies",
 )
 # How a category reads inside a sentence ("items from the home category" would be clumsy).
 _NOUNS = {
-    "home": "home goods", "sports": "sports gear", "beauty": "beauty products", "kitchen": "kitchenware",
-    "groceries": "groceries", "garden": "garden supplies", "automotive": "car parts",
+    "home": "home goods",
+    "sports": "sports gear",
+    "beauty": "beauty products",
+    "kitchen": "kitchenware",
+    "groceries": "groceries",
+    "garden": "garden supplies",
+    "automotive": "car parts",
     "health": "health products",
-    "outdoor gear": "outdoor gear", "bedding": "bedding", "appliances": "home appliances",
+    "outdoor gear": "outdoor gear",
+    "bedding": "bedding",
+    "appliances": "home appliances",
 }
 TOPICS = ("returns", "shipping", "warranty", "membership", "payment")
 
 
 _ONSETS = (
-    "b", "br", "c", "d", "dr", "f", "g", "gr", "h", "k", "kr", "l", "m", "n", "p", "r", "s", "st", "t",
-    "tr", "v", "z", "th", "sh", "qu", "y", "j", "w", "bl", "fl",
+    "b",
+    "br",
+    "c",
+    "d",
+    "dr",
+    "f",
+    "g",
+    "gr",
+    "h",
+    "k",
+    "kr",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "st",
+    "t",
+    "tr",
+    "v",
+    "z",
+    "th",
+    "sh",
+    "qu",
+    "y",
+    "j",
+    "w",
+    "bl",
+    "fl",
 )
 _NUCLEI = ("a", "e", "i", "o", "u", "ai", "ei", "ou", "ia", "ae", "y")
 _CODAS = ("", "", "n", "r", "l", "m", "th", "nd", "rt", "x", "v")
 _INDUSTRIES = (
-    "shipbuilding", "textile", "optics", "clockmaking", "railway", "printing", "aviation", "mining",
-    "software", "glassware", "instrument", "chemical", "engineering", "telegraph", "pharmaceutical",
+    "shipbuilding",
+    "textile",
+    "optics",
+    "clockmaking",
+    "railway",
+    "printing",
+    "aviation",
+    "mining",
+    "software",
+    "glassware",
+    "instrument",
+    "chemical",
+    "engineering",
+    "telegraph",
+    "pharmaceutical",
 )
 _COMPANY_SUFFIXES = (
-    "Dynamics", "Works", "Labs", "Industries", "Systems", "Instruments", "Foundry", "Mechanics", "Company",
+    "Dynamics",
+    "Works",
+    "Labs",
+    "Industries",
+    "Systems",
+    "Instruments",
+    "Foundry",
+    "Mechanics",
+    "Company",
     "Manufacturing",
 )
 _DEVICE_KINDS = (
-    ("Loom", "weaving"), ("Compass", "navigation"), ("Engine", "power"), ("Lantern", "lighting"),
-    ("Press", "printing"), ("Scope", "viewing"), ("Telegraph", "signalling"), ("Kiln", "firing"),
-    ("Pump", "water"), ("Clock", "timekeeping"), ("Sextant", "surveying"), ("Phonograph", "recording"),
+    ("Loom", "weaving"),
+    ("Compass", "navigation"),
+    ("Engine", "power"),
+    ("Lantern", "lighting"),
+    ("Press", "printing"),
+    ("Scope", "viewing"),
+    ("Telegraph", "signalling"),
+    ("Kiln", "firing"),
+    ("Pump", "water"),
+    ("Clock", "timekeeping"),
+    ("Sextant", "surveying"),
+    ("Phonograph", "recording"),
 )
 _REGIONS = ("north", "south", "east", "west", "center")
 _SHIPPING = (  # option, min fee cents, max fee cents, min days, max days
@@ -58,8 +149,18 @@ _SHIPPING = (  # option, min fee cents, max fee cents, min days, max days
 _TIERS = ("Silver", "Gold", "Platinum", "Diamond")
 _PAYMENT_ALWAYS = ("Visa", "Mastercard", "JoyPay wallet", "gift cards")
 _PAYMENT_MAYBE = (
-    "American Express", "Discover", "PayPal", "Apple Pay", "Google Pay", "bank transfer", "cash on delivery",
-    "personal checks", "cryptocurrency", "money orders", "UnionPay", "Diners Club",
+    "American Express",
+    "Discover",
+    "PayPal",
+    "Apple Pay",
+    "Google Pay",
+    "bank transfer",
+    "cash on delivery",
+    "personal checks",
+    "cryptocurrency",
+    "money orders",
+    "UnionPay",
+    "Diners Club",
 )
 _BRAND_SUFFIXES = ("tek", "ware", "ly", "on", "io", "ex", "ora", "ix")
 
@@ -191,9 +292,7 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
             f"Products made by {brand} carry a manufacturer warranty of {_duration(months)} in addition to "
             f"the shop warranty. Warranty claims for {brand} products are handled by {brand} directly."
         )
-        pol["passage"][("brand", brand)] = _add(
-            world, f"policy-brand-{i:02d}", f"Manufacturer warranty: {brand}", text
-        )
+        pol["passage"][("brand", brand)] = _add(world, f"policy-brand-{i:02d}", f"Manufacturer warranty: {brand}", text)
     pol["shipping"] = {}
     for i, (option, lo, hi, dlo, dhi) in enumerate(_SHIPPING):
         fee = rng.randint(lo // 100, hi // 100) * 100 + 99
@@ -227,9 +326,7 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
             f"{tier} membership costs ${fee} per year. {tier} members get {disc}% off eligible orders, earn "
             f"{points} points per dollar spent and get {extra} extra days for returns."
         )
-        pol["passage"][("membership", tier)] = _add(
-            world, f"policy-membership-{i:02d}", f"{tier} membership", text
-        )
+        pol["passage"][("membership", tier)] = _add(world, f"policy-membership-{i:02d}", f"{tier} membership", text)
     maybe = list(_PAYMENT_MAYBE)
     rng.shuffle(maybe)
     accepted = list(_PAYMENT_ALWAYS) + sorted(maybe[:6])
@@ -262,8 +359,7 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
         world,
         "policy-gift-cards",
         "Gift cards",
-        f"Gift cards are valid for {gift_years} years from the date of purchase and cannot be exchanged for "
-        "cash.",
+        f"Gift cards are valid for {gift_years} years from the date of purchase and cannot be exchanged for cash.",
     )
     pm_days = rng.choice((7, 10, 14, 21, 30))
     pol["price_match"] = pm_days

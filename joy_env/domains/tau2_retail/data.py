@@ -182,4 +182,3 @@ def _load(root: str) -> RetailData:
 def load_retail(path: str | os.PathLike[str] | None = None) -> RetailData:
     """Read (once per process) tau2-bench's retail data from ``path`` or the installed ``tau2`` package."""
     return _load(str(find_tau2_data(path).resolve()))
-

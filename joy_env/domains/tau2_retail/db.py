@@ -137,4 +137,3 @@ def _run(fn: Callable[..., Any]) -> Callable[..., Any]:
             session.flush()
 
     return tool
-

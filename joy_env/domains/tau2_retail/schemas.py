@@ -113,8 +113,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "get_product_details",
-        "A product and all its variants: item id, options, availability and price. A product id is not an item "
-        "id.",
+        "A product and all its variants: item id, options, availability and price. A product id is not an item id.",
         _schema({"product_id": "product id, e.g. '6086499569'"}),
         _run(_get_product_details),
     ),

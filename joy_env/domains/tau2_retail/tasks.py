@@ -29,8 +29,7 @@ def render_request(user_scenario: Mapping[str, Any]) -> str:
     if isinstance(instructions, str):
         instructions = {"task_instructions": instructions}
     parts = [
-        "A customer contacts the shop. Their whole request follows at once, as their own brief ('you' is the "
-        "customer)."
+        "A customer contacts the shop. Their whole request follows at once, as their own brief ('you' is the customer)."
     ]
     fields = (
         ("Persona", user_scenario.get("persona")),
