@@ -60,7 +60,7 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
         try:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
-            check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits)
+            check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits)
             check_sft_run(cfg.sft_run, cfg.model)
             removed = run.claim(resume=cfg.resume, overwrite=getattr(cfg, "overwrite", False))
             if removed:
