@@ -38,6 +38,12 @@ from joy_trainers.options import options_text
 from joy_trainers.rl.start import register_sft_run
 
 
+def data_seed_of(config: dict[str, Any]) -> int:
+    """The env data seed a run trained on: an RL run's ``data_seed`` (its ``seed`` only orders and samples),
+    an sft run's ``seed``."""
+    return int(config.get("data_seed", config.get("seed", 0)))
+
+
 def load_trainer(name: str) -> type:
     """The trainer class registered under ``name`` (built in, or a plugin's entry point)."""
     trainers = available_trainers()
@@ -253,7 +259,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         env_kwargs = _json_object(args.env_kwargs, "--env-kwargs")
     else:
         env_kwargs = (cfg.get("env_kwargs") or {}) if env_id == run_env else {}
-    check_env_options(env_id, env_kwargs, cfg.get("seed", 0), {"--split": args.split}, "--env-kwargs", "--env")
+    check_env_options(env_id, env_kwargs, data_seed_of(cfg), {"--split": args.split}, "--env-kwargs", "--env")
     tasks = args.tasks or cfg.get("eval_tasks") or 200
     try:
         limits = eval_limits(cfg)  # the view the team was trained and evaluated on
@@ -271,7 +277,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         env_id,
         args.split,
         tasks,
-        cfg.get("seed", 0),
+        data_seed_of(cfg),
         limits.max_new_tokens,
         limits.max_cycles,
         limits.max_prompt_tokens,

@@ -136,3 +136,11 @@ def test_yaml_numbers_written_as_text_are_read_as_numbers(tmp_path):
     assert cfg.adapter_lr == 5e-6 and cfg.sft_tasks == 12
     with pytest.raises(UsageError, match="option sft_tasks expects an integer, got '12x'"):
         build_config(SFTTrainer, None, None, ["sft_tasks=12x"])
+
+
+def test_joy_eval_uses_the_data_seed_a_run_trained_on():
+    from joy_trainers.cli import data_seed_of
+
+    assert data_seed_of({"seed": 2, "data_seed": 0}) == 0  # an RL run at seed 2 on the tasks of data seed 0
+    assert data_seed_of({"seed": 3}) == 3  # an sft run: its seed is the data seed
+    assert data_seed_of({}) == 0
