@@ -87,10 +87,17 @@ def check_team_dir(team: Path, option: str) -> None:
         raise UsageError(f"{option} {str(run)!r} {what}{hint}; pass a run directory written by joy-train")
 
 
-def check_sft_run(sft_run: str | None, model: str) -> None:
-    """An RL run starts from ``sft_run``'s team, or from the automatic SFT team for the tiny models and SmolLM2."""
+def check_sft_run(sft_run: str | None, model: str, data_seed: int = 0) -> None:
+    """An RL run starts from ``sft_run``'s team, trained on the run's ``data_seed``, or from the automatic SFT
+    team for the tiny models and SmolLM2."""
     if sft_run:
         check_team_dir(Path(sft_run) / "team", "sft_run")
+        trained = read_results(Path(sft_run)).get("seed")
+        if trained is not None and trained != data_seed:
+            raise UsageError(
+                f"sft_run {sft_run!r} was trained on data seed {trained}, but this run's data_seed is {data_seed}: "
+                f"its entities and splits differ; pass --set data_seed={trained} (vary `seed` to repeat an RL run)"
+            )
     elif model not in (*TINY_MODELS, *SMOLLM2_ALIASES):
         raise UsageError(
             f"model={model!r} needs sft_run (a run directory of `joy-train --trainer sft`); only these models are "

@@ -61,7 +61,7 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         try:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
             check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits)
-            check_sft_run(cfg.sft_run, cfg.model)
+            check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
             removed = run.claim(resume=cfg.resume, overwrite=getattr(cfg, "overwrite", False))
             if removed:
                 print(f"[rl] --overwrite: removed {', '.join(removed)} from {run.path}")

@@ -60,14 +60,8 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
     ``sft`` trainer's tiny (or smol) preset (plus ``sft_overrides``) is run once into the cache and reused by
     later runs with the same settings (see the module documentation).
     """
-    check_sft_run(sft_run, model)
+    check_sft_run(sft_run, model, seed)
     if sft_run:
-        trained = read_results(Path(sft_run)).get("seed")
-        if trained is not None and trained != seed:
-            raise UsageError(
-                f"sft_run {sft_run!r} was trained on data seed {trained}, but this run's data_seed is {seed}: its "
-                f"entities and splits differ; pass --set data_seed={trained} (vary `seed` to repeat an RL run)"
-            )
         return Path(sft_run) / "team"
     values = tiny_sft_values(model, seed, sft_overrides)
     run = tiny_sft_dir(model, seed, sft_overrides)
