@@ -103,7 +103,7 @@ def run_one(
     if done.is_file():
         results = json.loads(done.read_text())
     elif METHODS[method] is None:
-        # the SFT team is evaluated greedily on the tasks of data seed 0, the same for every seed: once
+        # the SFT team is evaluated greedily on the tasks of DATA_SEED, the same for every RL seed: once
         earlier = sorted(out.parent.glob(f"{method}-s*/results.json"))
         if earlier:
             results = {**json.loads(earlier[0].read_text()), "seed": seed}
@@ -185,7 +185,7 @@ def table(summary: dict[str, dict[str, Any]], settings: dict[str, Any]) -> str:
     lines = [
         f"Test split, first {settings['eval_tasks']} tasks, greedy; token budget {settings['budget']:,}; "
         f"mean ± std over RL seeds {settings['seeds']} (ablations: {settings['ablation_seeds']}); one SFT team and "
-        "one set of test tasks (data seed 0) for every run.",
+        f"one set of test tasks (data seed {DATA_SEED}) for every run.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
