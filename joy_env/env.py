@@ -88,12 +88,13 @@ Version history
   the math template "shopping change" no longer fails to generate a task whose total reaches $200 (it is
   paid with $100 bills; every task that generated before is unchanged); a turn with complete tool calls
   and one more opening tag left unclosed is a format error (it was ignored).
+  ``RewardConfig.partial_credit`` (default 0: rewards unchanged) blends the mean of the accuracy checks
+  into R_A; ``success`` is every check holding, as before.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -791,7 +792,9 @@ class JoyEnv(AECEnv):
     def _finish(self, truncated: bool) -> None:
         ep, cfg = self._ep, self.reward_config
         checks = self._accuracy()
-        r_a = float(math.prod(checks.values())) if ep.final_answer is not None else 0.0
+        answered = ep.final_answer is not None
+        r_a = cfg.accuracy(checks, answered)
+        success = answered and all(v >= 1.0 - 1e-9 for v in checks.values())
         n = len(ep.nodes)
         valid = sum(1 for nd in ep.nodes if nd["format_ok"])
         r_f = cfg.format_weight * valid / n if n else 0.0
@@ -814,7 +817,7 @@ class JoyEnv(AECEnv):
             "R_A": r_a,
             "R_F": r_f,
             "R_E": r_e,
-            "success": r_a >= 1.0 - 1e-9,
+            "success": success,
             "accuracy": checks,
             "truncated": truncated,
             "final_answer": ep.final_answer,

@@ -15,8 +15,12 @@ Term           Meaning
                gold solution, capped at ``efficiency_cap``.
 =============  ==================================================================================
 
-*Success* means R_A = 1 (all checks hold). The environment reports the breakdown per episode and per
-node in ``infos``; the final reward goes to every agent that acted (cooperative team reward).
+With ``partial_credit`` p > 0, R_A = (1 - p) * product + p * mean of the checks: a denser signal for
+a team that rarely gets every check right (trainers use it for training rollouts only).
+
+*Success* means every check holds (R_A = 1 whatever ``partial_credit``). The environment reports the
+breakdown per episode and per node in ``infos``; the final reward goes to every agent that acted
+(cooperative team reward).
 
 The two contract functions, :func:`score_answer` and :func:`score_calls`, are pure and usable alone::
 
@@ -66,14 +70,32 @@ class RewardConfig:
     """R_E cost per tool call (``call_agent`` included) beyond the gold solution's calls."""
     efficiency_cap: float = 0.2
     """R_E never exceeds this."""
+    partial_credit: float = 0.0
+    """Share p in [0, 1] of R_A given as the mean of the task's checks instead of their product:
+    R_A = (1 - p) * product + p * mean. 0 (the default) scores success only."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(
                     f"RewardConfig.{name} must be a finite number >= 0, got {value!r}; "
                     "use e.g. RewardConfig(format_weight=0.1)"
                 )
+        if self.partial_credit > 1:
+            raise ValueError(
+                f"RewardConfig.partial_credit must be in [0, 1], got {self.partial_credit!r}; "
+                "use e.g. RewardConfig(partial_credit=0.5)"
+            )
+
+    def accuracy(self, checks: Mapping[str, float], answered: bool) -> float:
+        """R_A of an episode with these check values (each in [0, 1]); 0 without a final answer."""
+        if not answered or not checks:
+            return 0.0
+        product = float(math.prod(checks.values()))
+        if not self.partial_credit:
+            return product
+        mean = sum(checks.values()) / len(checks)
+        return (1.0 - self.partial_credit) * product + self.partial_credit * mean
 
 
 # --------------------------------------------------------------------------------------------------

@@ -193,6 +193,29 @@ def test_perturbed_expert_wrong_final_answer(env_id):
         assert result["R_A"] < 1 and result["accuracy"]["answer"] < 1, (env.task.task_id, env.task.answer)
 
 
+def test_partial_credit_scores_failed_checks_but_never_success():
+    strict = joy_env.make("joy/qa-v0", split="test")
+    partial = joy_env.make("joy/qa-v0", split="test", reward_config=joy_env.RewardConfig(partial_credit=0.5))
+
+    def mutate(e, text):
+        frame = e.current_frame
+        if frame.agent == "master" and frame.turns == len(e.task.route):
+            return format_turn(answer="I do not know.")
+        return text
+
+    for env in (strict, partial):
+        env.reset(options={"task_index": 0})
+    wrong = [_perturbed_run(env, mutate) for env in (strict, partial)]
+    assert wrong[0]["accuracy"] == wrong[1]["accuracy"] and wrong[0]["accuracy"]["answer"] == 0
+    mean = sum(wrong[1]["accuracy"].values()) / len(wrong[1]["accuracy"])
+    assert wrong[0]["R_A"] == 0 and wrong[1]["R_A"] == pytest.approx(0.5 * mean) and mean > 0
+    assert wrong[1]["R"] - wrong[0]["R"] == pytest.approx(0.5 * mean)
+    assert not wrong[1]["success"]
+    partial.reset(options={"task_index": 0})
+    right = run_expert_episode(partial, expert_action)
+    assert right["success"] and right["R_A"] == pytest.approx(1.0)
+
+
 # ------------------------------------------------------------------------------------------------
 # Snapshots
 # ------------------------------------------------------------------------------------------------

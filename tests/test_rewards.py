@@ -108,3 +108,17 @@ def test_reward_config_validation():
         RewardConfig(format_weight=-1)
     with pytest.raises(ValueError, match="turn_cost"):
         RewardConfig(turn_cost=float("nan"))
+
+
+def test_partial_credit_blends_product_and_mean_of_checks():
+    checks = {"route": 1.0, "calls": 0.5, "db": 1.0, "answer": 0.0}
+    assert RewardConfig().accuracy(checks, answered=True) == 0.0
+    assert RewardConfig(partial_credit=1.0).accuracy(checks, answered=True) == pytest.approx(2.5 / 4)
+    assert RewardConfig(partial_credit=0.4).accuracy(checks, answered=True) == pytest.approx(0.4 * 2.5 / 4)
+    all_hold = dict.fromkeys(checks, 1.0)
+    assert RewardConfig(partial_credit=0.4).accuracy(all_hold, answered=True) == pytest.approx(1.0)
+    assert RewardConfig(partial_credit=1.0).accuracy(all_hold, answered=False) == 0.0  # no final answer: no credit
+    with pytest.raises(ValueError, match="partial_credit"):
+        RewardConfig(partial_credit=1.5)
+    with pytest.raises(ValueError, match="partial_credit"):
+        RewardConfig(partial_credit=True)

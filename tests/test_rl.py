@@ -76,6 +76,19 @@ def test_config_validation_names_the_problem(sft_run, tmp_path):
         _cfg(GRPOConfig, sft_run, tmp_path, data_seed=-1)
 
 
+def test_partial_credit_shapes_training_rollouts_only(sft_run, tmp_path):
+    from joy_trainers.rl.loop import prepare
+    from joy_trainers.rundir import RunDir
+
+    cfg = _cfg(GRPOConfig, sft_run, tmp_path / "run", partial_credit=0.5)
+    state = prepare(RunDir(cfg.output_dir, "grpo"), cfg, None)
+    assert state.engine.prototype.reward_config.partial_credit == 0.5
+    assert state.engine.env_kwargs.keys() == {"reward_config"}
+    for bad in (1.5, -0.1, True):
+        with pytest.raises(ValueError, match="partial_credit"):
+            _cfg(GRPOConfig, sft_run, tmp_path, partial_credit=bad)
+
+
 def test_an_sft_run_of_another_data_seed_is_refused(sft_run, tmp_path):
     run = tmp_path / "sft"
     shutil.copytree(sft_run, run)

@@ -51,6 +51,10 @@ class RLConfig:
     update_epochs: int = 1
     """Optimiser steps on each step's samples (GRPO's mu, TRL's ``num_iterations``); after the first, the
     clipped importance ratio to the sampling policy bounds how far the policy moves."""
+    partial_credit: float = 0.0
+    """Share of the training reward's accuracy term given as the mean of the task's checks instead of their
+    product (``joy_env.RewardConfig.partial_credit``): a denser signal where samples rarely differ in success.
+    Training rollouts only (the training reward curves include it); evaluation scores the default reward."""
     loss_type: str = "grpo"
     """Token aggregation: ``grpo``, ``bnpo``, ``dr_grpo`` or ``dapo`` (as in TRL)."""
     epsilon: float = 0.2
@@ -114,6 +118,8 @@ class RLConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if isinstance(self.partial_credit, bool) or not 0 <= self.partial_credit <= 1:
+            raise ValueError(f"partial_credit must be in [0, 1], got {self.partial_credit!r}")
         if self.lr <= 0 or self.beta < 0 or self.epsilon <= 0:
             raise ValueError(f"need lr > 0, beta >= 0, epsilon > 0; got {self.lr!r}, {self.beta!r}, {self.epsilon!r}")
 

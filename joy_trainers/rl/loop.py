@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+import joy_env
 from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine
@@ -84,7 +85,7 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         RolloutConfig(max_prompt_tokens=cfg.max_prompt_tokens, keep_snapshots=True, max_cycles=cfg.max_cycles),
         progress=False,
         memory=banks,
-        env_kwargs=cfg.env_kwargs,
+        env_kwargs={**cfg.env_kwargs, "reward_config": joy_env.RewardConfig(partial_credit=cfg.partial_credit)},
     )
     _, rl_indices = split_train_tasks(engine.prototype.num_tasks, 0.5, cfg.data_seed)
     random.Random(f"rl-order/{cfg.seed}").shuffle(rl_indices)
