@@ -20,8 +20,10 @@ Figures (measured in this one run):
   node's prompt, and the start all of a role's prompts share, prefilled once) over off (every row prefilled on
   its own); each repeat runs both settings back to back (alternating which goes first), and the figure is the
   median over ``--shared-repeats`` repeats of the per-repeat ratio (``..._totals``: over summed times).
-  ``--shared-only`` measures only this. ``--cpu-time`` times it in CPU seconds of this process instead of wall
-  seconds: with ``--threads 1``, a figure that other jobs on a shared machine barely move (``clock`` in the JSON).
+  ``--shared-only`` measures only this, and ``--team RUN/team`` measures it on a trained team (whose turns end
+  at their stop tokens, as RL samples them) instead of fresh adapters on ``--model``. ``--cpu-time`` times it
+  in CPU seconds of this process instead of wall seconds: with ``--threads 1``, a figure that other jobs on a
+  shared machine barely move (``clock`` in the JSON).
 * ``adapter_team_memory_ratio``: bytes of every parameter and buffer of the five-role team (one base,
   five LoRA adapters of rank ``--lora-r``; shared storage counted once) over those of one plain model
   (goal <= 1.2); ``adapter_team_memory_ratio_qwen2.5_0.5b``: the same for a Qwen2.5-0.5B-sized model in
@@ -55,9 +57,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-nodes", type=int, default=4, help="nodes branched per trajectory")
     parser.add_argument("--shared-repeats", type=int, default=2, help="timed runs of each setting, alternating")
     parser.add_argument("--shared-only", action="store_true", help="only the shared-vs-unshared figure")
+    parser.add_argument(
+        "--team", help="with --shared-only: a saved team (RUN/team of joy-train) sampled instead of fresh adapters"
+    )
     parser.add_argument("--cpu-time", action="store_true", help="time the shared figure in CPU seconds of this process")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --cpu-time)")
     args = parser.parse_args(argv)
+    if args.team and not args.shared_only:
+        parser.error("--team goes with --shared-only (the other figures compare against a plain model)")
+    if args.team and not os.path.isfile(os.path.join(args.team, "team.json")):
+        parser.error(f"--team {args.team!r} holds no team.json; pass the team/ folder of a joy-train run")
 
     from transformers import AutoModelForCausalLM
 
@@ -68,14 +77,17 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    path = resolve_model(args.model, args.seed)
-    team = TeamPolicy(TeamConfig(model=path, lora_r=args.lora_r, lora_alpha=2 * args.lora_r))
+    if args.team:
+        team = TeamPolicy.load(args.team)
+    else:
+        path = resolve_model(args.model, args.seed)
+        team = TeamPolicy(TeamConfig(model=path, lora_r=args.lora_r, lora_alpha=2 * args.lora_r))
     shared = shared_vs_unshared(team, args)
     if args.shared_only:
         result = {
             "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
             "date": time.strftime("%Y-%m-%d"),
-            "model": args.model,
+            "model": args.model if not args.team else f"team {args.team} (base {team.config.model})",
             **shared,
         }
         _report(result, args.out)

@@ -152,6 +152,31 @@ def test_copy_probe_scores_the_experts_copied_entities(sft_run, tmp_path):
         bench.main([str(tmp_path), "--tasks", "2"])
 
 
+def test_rl_headroom_pass_at_k_and_a_short_run(sft_run, tmp_path):
+    bench = _load("rl_headroom")
+    assert bench.pass_at_k(5, 0, 3) == 0.0 and bench.pass_at_k(5, 5, 1) == 1.0
+    assert bench.pass_at_k(4, 1, 1) == pytest.approx(0.25) and bench.pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    assert bench.pass_at_k(4, 3, 2) == 1.0  # two draws from 4 holding a single failure always hit a success
+    figures = bench.headroom([[True, False], [False, False]], [False, False], (1, 2))
+    assert figures == {
+        "greedy_success": 0.0,
+        "sample_success": 0.25,
+        "pass_at_k": {"1": 0.25, "2": 0.5},
+        "mixed_tasks": 0.5,
+    }
+    with pytest.raises(ValueError, match="k <= n"):
+        bench.pass_at_k(2, 1, 3)
+    out = tmp_path / "headroom.json"
+    result = bench.main(
+        [sft_run, "--tasks", "2", "--samples", "2", "--max-new-tokens", "8", "--max-cycles", "3", "--out", str(out)]
+    )
+    assert json.loads(out.read_text())["figures"] == result["figures"]
+    assert set(result["figures"]["pass_at_k"]) == {"1", "2"}
+    assert 0.0 <= result["figures"]["format_valid_rate"] <= 1.0
+    with pytest.raises(SystemExit):
+        bench.main([str(tmp_path)])
+
+
 def test_rollout_throughput_shared_vs_unshared_on_tiny_settings(tmp_path):
     bench = _load("rollout_throughput")
     out = tmp_path / "shared.json"
@@ -180,3 +205,16 @@ def test_rollout_throughput_shared_vs_unshared_on_tiny_settings(tmp_path):
     assert result["shared_tokens_per_s"] > 0 and result["unshared_tokens_per_s"] > 0
     lo, hi = sorted(result["ratio_shared_vs_unshared_per_repeat"])
     assert lo <= result["ratio_shared_vs_unshared"] <= hi  # the median of the repeats
+
+
+def test_rollout_throughput_shared_figure_on_a_saved_team(sft_run, tmp_path):
+    bench = _load("rollout_throughput")
+    team = os.path.join(sft_run, "team")
+    small = ["--node-tasks", "1", "--max-nodes", "1", "--max-new-tokens", "3", "--group-size", "2"]
+    result = bench.main(["--shared-only", "--team", team, "--shared-repeats", "1", *small])
+    assert result["model"].startswith(f"team {team}") and result["branched_nodes"] == 1
+    assert result["shared_tokens"] == result["unshared_tokens"] > 0
+    with pytest.raises(SystemExit):
+        bench.main(["--team", team])  # the full benchmark compares against a plain model: not with a team
+    with pytest.raises(SystemExit):
+        bench.main(["--shared-only", "--team", str(tmp_path)])
