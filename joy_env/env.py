@@ -89,7 +89,8 @@ Version history
   paid with $100 bills; every task that generated before is unchanged); a turn with complete tool calls
   and one more opening tag left unclosed is a format error (it was ignored).
   ``RewardConfig.partial_credit`` (default 0: rewards unchanged) blends the mean of the accuracy checks
-  into R_A; ``success`` is every check holding, as before.
+  into R_A; ``success`` is every check holding, as before. ``RewardConfig`` fields refuse bools (``True``
+  was taken as 1).
 """
 
 from __future__ import annotations

@@ -89,10 +89,10 @@ class RewardConfig:
 
     def accuracy(self, checks: Mapping[str, float], answered: bool) -> float:
         """R_A of an episode with these check values (each in [0, 1]); 0 without a final answer."""
-        if not answered or not checks:
+        if not answered:
             return 0.0
         product = float(math.prod(checks.values()))
-        if not self.partial_credit:
+        if not self.partial_credit or not checks:
             return product
         mean = sum(checks.values()) / len(checks)
         return (1.0 - self.partial_credit) * product + self.partial_credit * mean

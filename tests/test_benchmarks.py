@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 
 import pytest
 
@@ -175,6 +176,11 @@ def test_rl_headroom_pass_at_k_and_a_short_run(sft_run, tmp_path):
     assert 0.0 <= result["figures"]["format_valid_rate"] <= 1.0
     with pytest.raises(SystemExit):
         bench.main([str(tmp_path)])
+    run = tmp_path / "run"  # the run's env and data seed come from its results.json
+    shutil.copytree(sft_run, run)
+    (run / "results.json").write_text(json.dumps({"config": {"env_id": "joy/qa-v0", "data_seed": 1, "seed": 4}}))
+    result = bench.main([str(run), "--tasks", "1", "--samples", "2", "--max-new-tokens", "4", "--max-cycles", "2"])
+    assert {k: result["settings"][k] for k in ("env_id", "data_seed")} == {"env_id": "joy/qa-v0", "data_seed": 1}
 
 
 def test_rollout_throughput_shared_vs_unshared_on_tiny_settings(tmp_path):

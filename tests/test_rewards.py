@@ -113,6 +113,7 @@ def test_reward_config_validation():
 def test_partial_credit_blends_product_and_mean_of_checks():
     checks = {"route": 1.0, "calls": 0.5, "db": 1.0, "answer": 0.0}
     assert RewardConfig().accuracy(checks, answered=True) == 0.0
+    assert RewardConfig().accuracy({**checks, "answer": 0.5}, answered=True) == pytest.approx(0.25)  # the product
     assert RewardConfig(partial_credit=1.0).accuracy(checks, answered=True) == pytest.approx(2.5 / 4)
     assert RewardConfig(partial_credit=0.4).accuracy(checks, answered=True) == pytest.approx(0.4 * 2.5 / 4)
     all_hold = dict.fromkeys(checks, 1.0)

@@ -54,7 +54,8 @@ class RLConfig:
     partial_credit: float = 0.0
     """Share of the training reward's accuracy term given as the mean of the task's checks instead of their
     product (``joy_env.RewardConfig.partial_credit``): a denser signal where samples rarely differ in success.
-    Training rollouts only (the training reward curves include it); evaluation scores the default reward."""
+    Training rollouts only (the training reward curves and ``joyagents_grpo``'s memory labels include it);
+    evaluation scores the default reward."""
     loss_type: str = "grpo"
     """Token aggregation: ``grpo``, ``bnpo``, ``dr_grpo`` or ``dapo`` (as in TRL)."""
     epsilon: float = 0.2
