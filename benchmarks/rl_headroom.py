@@ -15,7 +15,8 @@ times with every turn sampled at ``--temperature`` / ``--top-p`` (seeded by ``--
   tasks solved by at least one of k samples. ``pass_at_k - greedy_success`` indicates what sharpening the
   policy onto its own good samples of a group of k could add on these tasks;
 * ``mixed_tasks``: the share of tasks whose samples both succeed and fail (groups with a success signal);
-* ``format_valid_rate`` of the samples.
+* ``format_valid_rate``: the share of well-formed agent turns of the samples (``greedy_format_valid_rate``:
+  of the greedy episodes), as in ``results.json``.
 
 Sampling covers whole trajectories (every turn sampled), so it also shows how far the sampling policy's
 format is below the greedy one's. The run prints one line and takes about 3 minutes for the tiny team with
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     from joy_agents.policy import SamplingConfig, TeamPolicy
-    from joy_agents.rollout import RolloutConfig, RolloutEngine
+    from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
     from joy_agents.sft_data import split_train_tasks
     from joy_trainers.cli import data_seed_of
 
@@ -108,12 +109,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, stop=stop
     )
     runs = engine.run([t for t in tasks for _ in range(args.samples)], sampling)
-    outcomes = [
-        [bool(r.result["success"]) for r in runs[i * args.samples : (i + 1) * args.samples]] for i in range(len(tasks))
-    ]
-    figures = headroom(outcomes, [bool(r.result["success"]) for r in greedy], (1, 5, args.samples))
-    figures["format_valid_rate"] = sum(r.result["format_valid_rate"] for r in runs) / len(runs)
-    figures["greedy_format_valid_rate"] = sum(r.result["format_valid_rate"] for r in greedy) / len(greedy)
+    outcomes = [[r.success for r in runs[i * args.samples : (i + 1) * args.samples]] for i in range(len(tasks))]
+    figures = headroom(outcomes, [r.success for r in greedy], (1, 5, args.samples))
+    figures["format_valid_rate"] = summarize(runs)["format_valid_rate"]
+    figures["greedy_format_valid_rate"] = summarize(greedy)["format_valid_rate"]
     passes = ", ".join(f"pass@{k} {v:.3f}" for k, v in figures["pass_at_k"].items())
     print(
         f"{args.run} ({args.split}, {len(tasks)} tasks, T={args.temperature}, top_p={args.top_p}): greedy "
