@@ -59,6 +59,46 @@ def headroom(successes: list[list[bool]], greedy: list[bool], ks: tuple[int, ...
     }
 
 
+def task_list(env_id: str, env_kwargs: dict[str, Any], data_seed: int, split: str) -> list[int]:
+    """The tasks of ``split`` in order; for ``train``, the RL trainers' half (the other half is SFT's)."""
+    import joy_env
+    from joy_agents.sft_data import split_train_tasks
+
+    n = joy_env.make(env_id, split=split, seed=data_seed, **env_kwargs).num_tasks
+    if split == "train":
+        return split_train_tasks(n, 0.5, data_seed)[1]
+    return list(range(n))
+
+
+def play(
+    team_dir: Path | str,
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    data_seed: int,
+    split: str,
+    tasks: list[int],
+    samples: int,
+    args: argparse.Namespace,
+) -> tuple[list[Any], list[Any], list[list[bool]]]:
+    """Play ``tasks`` once greedily and ``samples`` times sampled (``args``: temperature, top_p,
+    max_new_tokens, max_cycles, max_prompt_tokens) with the team in ``team_dir``; returns the greedy
+    trajectories, the sampled ones and the samples' successes per task."""
+    from joy_agents.policy import SamplingConfig, TeamPolicy
+    from joy_agents.rollout import RolloutConfig, RolloutEngine
+
+    team = TeamPolicy.load(str(team_dir))
+    config = RolloutConfig(max_cycles=args.max_cycles, max_prompt_tokens=args.max_prompt_tokens)
+    engine = RolloutEngine(team, env_id, split, data_seed, config, progress=False, env_kwargs=env_kwargs)
+    stop = ("</answer>",)
+    greedy = engine.run(tasks, SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, stop=stop))
+    sampling = SamplingConfig(
+        temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, stop=stop
+    )
+    runs = engine.run([t for t in tasks for _ in range(samples)], sampling)
+    outcomes = [[r.success for r in runs[i * samples : (i + 1) * samples]] for i in range(len(tasks))]
+    return greedy, runs, outcomes
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", help="a run directory of `joy-train` (holds team/)")
@@ -83,9 +123,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import torch
 
-    from joy_agents.policy import SamplingConfig, TeamPolicy
-    from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
-    from joy_agents.sft_data import split_train_tasks
+    from joy_agents.rollout import summarize
     from joy_trainers.cli import data_seed_of
 
     start = time.perf_counter()
@@ -95,21 +133,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env_kwargs = run_config.get("env_kwargs") or {}
     data_seed = data_seed_of(run_config)
     torch.manual_seed(args.seed)
-    team = TeamPolicy.load(str(Path(args.run) / "team"))
-    config = RolloutConfig(max_cycles=args.max_cycles, max_prompt_tokens=args.max_prompt_tokens)
-    engine = RolloutEngine(team, env_id, args.split, data_seed, config, progress=False, env_kwargs=env_kwargs)
-    if args.split == "train":  # the RL trainers' half of the train split (the other half is SFT's)
-        _, tasks = split_train_tasks(engine.prototype.num_tasks, 0.5, data_seed)
-    else:
-        tasks = list(range(engine.prototype.num_tasks))
-    tasks = tasks[: args.tasks]
-    stop = ("</answer>",)
-    greedy = engine.run(tasks, SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, stop=stop))
-    sampling = SamplingConfig(
-        temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, stop=stop
+    tasks = task_list(env_id, env_kwargs, data_seed, args.split)[: args.tasks]
+    greedy, runs, outcomes = play(
+        Path(args.run) / "team", env_id, env_kwargs, data_seed, args.split, tasks, args.samples, args
     )
-    runs = engine.run([t for t in tasks for _ in range(args.samples)], sampling)
-    outcomes = [[r.success for r in runs[i * args.samples : (i + 1) * args.samples]] for i in range(len(tasks))]
     figures = headroom(outcomes, [r.success for r in greedy], (1, 5, args.samples))
     figures["format_valid_rate"] = summarize(runs)["format_valid_rate"]
     figures["greedy_format_valid_rate"] = summarize(greedy)["format_valid_rate"]

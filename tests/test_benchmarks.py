@@ -183,6 +183,48 @@ def test_rl_headroom_pass_at_k_and_a_short_run(sft_run, tmp_path):
     assert {k: result["settings"][k] for k in ("env_id", "data_seed")} == {"env_id": "joy/qa-v0", "data_seed": 1}
 
 
+def test_rl_sharpen_trains_only_on_the_mixed_tasks_and_measures_them_again(sft_run, tmp_path, monkeypatch):
+    from joy_trainers.rl.state import RunState
+
+    bench = _load("rl_sharpen")
+    assert bench.rates([True, False], [[True, False], [False, False]]) == {
+        "greedy_success": 0.5,
+        "sample_success": 0.25,
+    }
+    real_play, calls, drawn = bench.play, [], []
+
+    def play(team_dir, env_id, env_kwargs, data_seed, split, tasks, samples, args):
+        greedy, runs, outcomes = real_play(team_dir, env_id, env_kwargs, data_seed, split, tasks, samples, args)
+        calls.append(list(tasks))
+        if len(calls) == 1:  # the first measurement: tasks 0 and 2 of the list made mixed, the rest all failures
+            outcomes = [[i in (0, 2) and j == 0 for j in range(samples)] for i in range(len(tasks))]
+        return greedy, runs, outcomes
+
+    real_batch = RunState.batch_tasks
+
+    def batch_tasks(self, step, n):
+        out = real_batch(self, step, n)
+        drawn.extend(out)
+        return out
+
+    monkeypatch.setattr(bench, "play", play)
+    monkeypatch.setattr(RunState, "batch_tasks", batch_tasks)
+    small = ["--tasks", "4", "--samples", "2", "--steps", "2", "--max-new-tokens", "8", "--max-cycles", "3"]
+    sets = [x for item in SMALL_RL if not item.startswith("max_nodes") for x in ("--set", item)]
+    out = tmp_path / "sharpen.json"
+    result = bench.main([sft_run, *small, *sets, "--workdir", str(tmp_path / "w"), "--out", str(out)])
+    mixed = [calls[0][0], calls[0][2]]
+    assert result["mixed_tasks"] == mixed
+    assert set(drawn) <= set(mixed) and len(drawn) == 4  # 2 steps of tasks_per_step=2, mixed tasks only
+    assert calls[1] == mixed  # measured again on the mixed tasks, with the trained team
+    assert (tmp_path / "w" / "rl" / "team" / "team.json").is_file()
+    assert result["before"]["sample_success"] == 0.5
+    assert set(result["after"]) == {"greedy_success", "sample_success"}
+    assert json.loads(out.read_text())["after"] == result["after"]
+    monkeypatch.setattr(bench, "play", lambda *a: real_play(*a)[:2] + ([[False, False]] * 4,))
+    assert bench.main([sft_run, *small])["after"] is None  # no mixed task: nothing is trained
+
+
 def test_rollout_throughput_shared_vs_unshared_on_tiny_settings(tmp_path):
     bench = _load("rollout_throughput")
     out = tmp_path / "shared.json"
