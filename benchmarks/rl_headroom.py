@@ -19,8 +19,8 @@ times with every turn sampled at ``--temperature`` / ``--top-p`` (seeded by ``--
   of the greedy episodes), as in ``results.json``.
 
 Sampling covers whole trajectories (every turn sampled), so it also shows how far the sampling policy's
-format is below the greedy one's. The run prints one line and takes about 3 minutes for the tiny team with
-the defaults (40 tasks, 20 samples) on one CPU thread.
+format is below the greedy one's. The run prints one line; its cost with the defaults (40 tasks, 20 samples)
+is on the results page (docs/results.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ mixed tasks again with the trained team. It reports greedy and sampled success o
 after (``before`` / ``after``) and writes the run into ``--workdir`` (default: a temporary folder). A setup
 that cannot raise these figures cannot be expected to raise test success.
 
-About 6 minutes for the tiny team with the defaults on one CPU thread.
+Its cost with the defaults on the tiny team is on the results page (docs/results.md).
 """
 
 from __future__ import annotations
