@@ -24,6 +24,8 @@ results page, ``docs/results.md``)::
 
     joy-build-tiny-base --out DIR                        # then copy DIR into joy_agents/assets/tiny-base
     joy-build-tiny-base --out DIR --steps 40 --tasks 30  # a short build: minutes, for a check
+    joy-build-tiny-base --out DIR --init tiny-base --steps 10000 --entity-swap 1.0 --lr 1e-3 --tasks 4000
+                                                         # continue the shipped base (results page)
 
 The build is deterministic in ``seed`` up to floating-point summation order (thread counts change it).
 """
@@ -128,6 +130,12 @@ def base_rows(tokenizer: Any, config: TinyBaseConfig) -> list[dict[str, list[int
     return rows
 
 
+def _init_info(model_dir: Path) -> dict[str, Any]:
+    """``model_dir``'s ``build_info.json`` (an embedded tiny model's or a tiny base's build), or {}."""
+    info = model_dir / "build_info.json"
+    return json.loads(info.read_text()) if info.is_file() else {}
+
+
 def _save_checkpoint(path: Path, model: Any, optimizer: torch.optim.Optimizer, step: int, log: list) -> None:
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -160,11 +168,13 @@ def build_tiny_base(
     work = out.with_name(f".{out.name}.partial")
     start = time.perf_counter()
     torch.manual_seed(config.seed)
+    init_given = init
     init = Path(init) if init is not None else build_tiny_model(seed=config.seed)
     tokenizer = AutoTokenizer.from_pretrained(init)
     checkpoint = work / "checkpoint"
+    recipe = {**asdict(config), "init": None if init_given is None else str(init_given)}
     resumed = checkpoint.is_dir() and (work / "config.json").is_file()
-    if resumed and json.loads((work / "config.json").read_text()) != asdict(config):
+    if resumed and json.loads((work / "config.json").read_text()) != recipe:
         raise ValueError(f"{work} holds an interrupted build of another recipe; remove it or use another --out")
     model = AutoModelForCausalLM.from_pretrained(checkpoint if resumed else init, dtype=torch.float32)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
@@ -174,7 +184,7 @@ def build_tiny_base(
         saved = json.loads((checkpoint / "state.json").read_text())
         step, log = int(saved["step"]), list(saved["log"])
     work.mkdir(parents=True, exist_ok=True)
-    (work / "config.json").write_text(json.dumps(asdict(config)))
+    (work / "config.json").write_text(json.dumps(recipe))
 
     rows = base_rows(tokenizer, config)
     order = bucketed_order(
@@ -218,7 +228,10 @@ def build_tiny_base(
         "row_tokens": sum(len(r["input_ids"]) for r in rows),
         "n_params": sum(p.numel() for p in model.parameters()),
         "env_fingerprint": env_fingerprint(),
-        "tiny_build": json.loads((Path(init) / "build_info.json").read_text()).get("version"),
+        "tiny_build": _init_info(init).get("version"),
+        # a build that continues another (``init``): where it started and that build's recipe
+        "init": None if init_given is None else str(init_given),
+        "init_config": _init_info(init).get("config") if init_given is not None else None,
         "loss_curve": log,
         "build_s": round(time.perf_counter() - start, 1),
         "resumed": resumed,
@@ -238,6 +251,11 @@ def main(argv: list[str] | None = None) -> None:
         prog="joy-build-tiny-base", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", required=True, help="directory of the build (must not hold a finished one)")
+    parser.add_argument(
+        "--init",
+        help="the model to start from: a model directory, or tiny-base to continue the shipped base "
+        "(default: the randomly initialised embedded tiny model of --seed)",
+    )
     for f in fields(TinyBaseConfig):
         default = f.default
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default)
@@ -247,7 +265,17 @@ def main(argv: list[str] | None = None) -> None:
         config = TinyBaseConfig(**values)
     except ValueError as e:
         parser.error(str(e))
-    out = build_tiny_base(args.out, config)
+    init = None
+    if args.init is not None:
+        from joy_trainers.sft import resolve_model
+
+        init = resolve_model(args.init, config.seed)
+        if not Path(init, "config.json").is_file():
+            parser.error(
+                f"--init {args.init!r} is not a model directory (no config.json in {init}); pass a "
+                "directory saved by save_pretrained, or tiny-base"
+            )
+    out = build_tiny_base(args.out, config, init=init)
     info = json.loads((out / "build_info.json").read_text())
     print(f"tiny base: {out} ({info['build_s']:.0f} s, final loss {info['loss_curve'][-1]['loss']})", file=sys.stderr)
 

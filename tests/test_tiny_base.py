@@ -52,6 +52,25 @@ def test_short_build_trains_loads_and_records_its_recipe(short_build, tiny_dir):
         build_tiny_base(out, _short(), progress=False, init=tiny_dir)
 
 
+def test_the_command_continues_a_build_given_as_init(short_build, tmp_path, capsys):
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "continued"
+    size = ["--tasks", "12", "--batch-size", "4", "--max-length", "256"]
+    tiny_base.main(["--out", str(out), "--init", str(short_build), "--steps", "8", "--lr", "1e-3", *size])
+    info = json.loads((out / "build_info.json").read_text())
+    before = json.loads((short_build / "build_info.json").read_text())
+    assert info["init"] == str(short_build) and info["init_config"] == before["config"]
+    assert info["config"]["steps"] == 8 and info["config"]["lr"] == 1e-3
+    # it started from the short build's weights, not from random ones: its loss starts where that one ended
+    assert info["loss_curve"][-1]["loss"] < before["loss_curve"][-1]["loss"]
+    assert "final loss" in capsys.readouterr().err
+    assert AutoModelForCausalLM.from_pretrained(out).num_parameters() == before["n_params"]
+    with pytest.raises(SystemExit):
+        tiny_base.main(["--out", str(tmp_path / "none"), "--init", str(tmp_path / "missing"), *size])
+    assert "is not a model directory" in capsys.readouterr().err
+
+
 def test_an_interrupted_build_resumes_to_the_same_weights(short_build, tiny_dir, tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
