@@ -130,6 +130,19 @@ def base_rows(tokenizer: Any, config: TinyBaseConfig) -> list[dict[str, list[int
     return rows
 
 
+def _resolve_init(init: str | Path, seed: int) -> Path:
+    """The model directory of ``init``: a directory, or a model name of the trainers (``tiny-base``)."""
+    from joy_trainers.sft import resolve_model
+
+    path = Path(resolve_model(str(init), seed))
+    if not (path / "config.json").is_file():
+        raise ValueError(
+            f"init {str(init)!r} is not a model directory (no config.json in {path}); pass a directory saved by "
+            "save_pretrained, or tiny-base"
+        )
+    return path
+
+
 def _init_info(model_dir: Path) -> dict[str, Any]:
     """``model_dir``'s ``build_info.json`` (an embedded tiny model's or a tiny base's build), or {}."""
     info = model_dir / "build_info.json"
@@ -152,8 +165,9 @@ def build_tiny_base(
 ) -> Path:
     """Train the tiny base of ``config`` (default: the shipped recipe) into ``out_dir`` and return it.
 
-    ``init``: the untrained model to start from (default: the embedded tiny model of ``config.seed``,
-    :func:`joy_agents.tiny.build_tiny_model`).
+    ``init``: the model to start from, a directory or ``"tiny-base"`` (default: the untrained embedded tiny
+    model of ``config.seed``, :func:`joy_agents.tiny.build_tiny_model`); a build from another records it in
+    ``build_info.json`` (``init``, and ``init_config``: that build's recipe).
     ``out_dir`` must not hold a finished build. A build interrupted after a checkpoint continues from it when
     called again with the same ``out_dir`` and config. The directory loads with ``from_pretrained`` and holds
     ``build_info.json`` (the config, the loss curve, the wall time, the env fingerprint of the data).
@@ -169,7 +183,7 @@ def build_tiny_base(
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     init_given = init
-    init = Path(init) if init is not None else build_tiny_model(seed=config.seed)
+    init = _resolve_init(init, config.seed) if init is not None else build_tiny_model(seed=config.seed)
     tokenizer = AutoTokenizer.from_pretrained(init)
     checkpoint = work / "checkpoint"
     recipe = {**asdict(config), "init": None if init_given is None else str(init_given)}
@@ -265,17 +279,12 @@ def main(argv: list[str] | None = None) -> None:
         config = TinyBaseConfig(**values)
     except ValueError as e:
         parser.error(str(e))
-    init = None
     if args.init is not None:
-        from joy_trainers.sft import resolve_model
-
-        init = resolve_model(args.init, config.seed)
-        if not Path(init, "config.json").is_file():
-            parser.error(
-                f"--init {args.init!r} is not a model directory (no config.json in {init}); pass a "
-                "directory saved by save_pretrained, or tiny-base"
-            )
-    out = build_tiny_base(args.out, config, init=init)
+        try:
+            _resolve_init(args.init, config.seed)
+        except ValueError as e:
+            parser.error(str(e))
+    out = build_tiny_base(args.out, config, init=args.init)
     info = json.loads((out / "build_info.json").read_text())
     print(f"tiny base: {out} ({info['build_s']:.0f} s, final loss {info['loss_curve'][-1]['loss']})", file=sys.stderr)
 
