@@ -235,6 +235,7 @@ def build_tiny_base(
     shutil.rmtree(final, ignore_errors=True)
     model.save_pretrained(final)
     tokenizer.save_pretrained(final)
+    init_info = _init_info(init)
     info = {
         "format": BUILD_FORMAT,
         "config": asdict(config),
@@ -242,10 +243,10 @@ def build_tiny_base(
         "row_tokens": sum(len(r["input_ids"]) for r in rows),
         "n_params": sum(p.numel() for p in model.parameters()),
         "env_fingerprint": env_fingerprint(),
-        "tiny_build": _init_info(init).get("version"),
+        "tiny_build": init_info.get("version"),
         # a build that continues another (``init``): where it started and that build's recipe
         "init": None if init_given is None else str(init_given),
-        "init_config": _init_info(init).get("config") if init_given is not None else None,
+        "init_config": init_info.get("config") if init_given is not None else None,
         "loss_curve": log,
         "build_s": round(time.perf_counter() - start, 1),
         "resumed": resumed,
