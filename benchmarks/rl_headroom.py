@@ -16,7 +16,10 @@ times with every turn sampled at ``--temperature`` / ``--top-p`` (seeded by ``--
   policy onto its own good samples of a group of k could add on these tasks;
 * ``mixed_tasks``: the share of tasks whose samples both succeed and fail (groups with a success signal);
 * ``format_valid_rate``: the share of well-formed agent turns of the samples (``greedy_format_valid_rate``:
-  of the greedy episodes), as in ``results.json``.
+  of the greedy episodes), as in ``results.json``;
+* ``by_domain`` and ``by_template``: the same figures (but format) per task domain and per task template
+  (``"domain:template"``; a mixed task's template is its source's), each with its number of tasks ``n``. On
+  the tiny team they show where the headroom lies: most templates are solved by every sample or by none.
 
 Sampling covers whole trajectories (every turn sampled), so it also shows how far the sampling policy's
 format is below the greedy one's. The run prints one line; its cost with the defaults (40 tasks, 20 samples)
@@ -57,6 +60,19 @@ def headroom(successes: list[list[bool]], greedy: list[bool], ks: tuple[int, ...
         "pass_at_k": {str(k): sum(pass_at_k(n, sum(s), k) for s in successes) / tasks for k in ks if k <= n},
         "mixed_tasks": sum(1 for s in successes if 0 < sum(s) < n) / tasks,
     }
+
+
+def grouped(
+    keys: list[str], successes: list[list[bool]], greedy: list[bool], ks: tuple[int, ...]
+) -> dict[str, dict[str, Any]]:
+    """:func:`headroom` of the tasks of each key (sorted), with ``n``, the number of tasks of the key."""
+    if len(keys) != len(successes):
+        raise ValueError(f"need one key per task, got {len(keys)} keys for {len(successes)} tasks")
+    out = {}
+    for key in sorted(set(keys)):
+        idx = [i for i, k in enumerate(keys) if k == key]
+        out[key] = {"n": len(idx), **headroom([successes[i] for i in idx], [greedy[i] for i in idx], ks)}
+    return out
 
 
 def task_list(env_id: str, env_kwargs: dict[str, Any], data_seed: int, split: str) -> list[int]:
@@ -123,6 +139,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import torch
 
+    import joy_env
     from joy_agents.rollout import summarize
     from joy_trainers.cli import data_seed_of
 
@@ -137,15 +154,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     greedy, runs, outcomes = play(
         Path(args.run) / "team", env_id, env_kwargs, data_seed, args.split, tasks, args.samples, args
     )
-    figures = headroom(outcomes, [r.success for r in greedy], (1, 5, args.samples))
+    ks = (1, 5, args.samples)
+    greedy_ok = [r.success for r in greedy]
+    figures = headroom(outcomes, greedy_ok, ks)
     figures["format_valid_rate"] = summarize(runs)["format_valid_rate"]
     figures["greedy_format_valid_rate"] = summarize(greedy)["format_valid_rate"]
+    env = joy_env.make(env_id, split=args.split, seed=data_seed, **env_kwargs)
+    specs = [env.get_task(t) for t in tasks]
+    figures["by_domain"] = grouped([s.domain for s in specs], outcomes, greedy_ok, ks)
+    figures["by_template"] = grouped([f"{s.domain}:{s.template}" for s in specs], outcomes, greedy_ok, ks)
     passes = ", ".join(f"pass@{k} {v:.3f}" for k, v in figures["pass_at_k"].items())
     print(
         f"{args.run} ({args.split}, {len(tasks)} tasks, T={args.temperature}, top_p={args.top_p}): greedy "
         f"{figures['greedy_success']:.3f}, samples {figures['sample_success']:.3f}, {passes}, "
         f"mixed {figures['mixed_tasks']:.3f}, format {figures['format_valid_rate']:.3f}"
     )
+    for domain, f in figures["by_domain"].items():
+        passes = ", ".join(f"pass@{k} {v:.3f}" for k, v in f["pass_at_k"].items())
+        print(f"  {domain} ({f['n']} tasks): greedy {f['greedy_success']:.3f}, {passes}")
     result = {
         "benchmark": "rl_headroom",
         "date": time.strftime("%Y-%m-%d"),

@@ -105,6 +105,25 @@ def check_sft_run(sft_run: str | None, model: str, data_seed: int = 0) -> None:
         )
 
 
+def sft_env_mismatch(sft_run: str | None, env_id: str, env_kwargs: dict[str, Any] | None) -> str | None:
+    """A warning when ``sft_run`` was trained on another env id or other env options than the RL run's
+    (a team trained on ``joy/qa-v0`` that RL goes on to train on ``joy/mixed-v0``); ``None`` if they agree or
+    the SFT run does not say. Not an error: starting from a team of another env can be deliberate."""
+    if not sft_run:
+        return None
+    config = read_results(Path(sft_run)).get("config")
+    if not isinstance(config, dict) or "env_id" not in config:
+        return None
+    trained = (config["env_id"], config.get("env_kwargs") or {})
+    if trained == (env_id, env_kwargs or {}):
+        return None
+    return (
+        f"sft_run {sft_run!r} was trained on env_id={trained[0]!r}, env_kwargs={trained[1]!r}, but this run "
+        f"trains on env_id={env_id!r}, env_kwargs={env_kwargs or {}!r}; pass --set env_id=... (and env_kwargs) "
+        "to train on the SFT run's tasks"
+    )
+
+
 def read_results(run: Path) -> dict[str, Any]:
     """A run directory's ``results.json`` ({} if the run has none yet); a damaged one is a UsageError."""
     path = run / "results.json"

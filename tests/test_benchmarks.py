@@ -167,6 +167,18 @@ def test_rl_headroom_pass_at_k_and_a_short_run(sft_run, tmp_path):
     }
     with pytest.raises(ValueError, match="k <= n"):
         bench.pass_at_k(2, 1, 3)
+    by = bench.grouped(["b", "a", "b"], [[True, True], [False, False], [True, False]], [True, False, False], (1, 2))
+    assert list(by) == ["a", "b"]
+    assert by["a"] == {
+        "n": 1,
+        "greedy_success": 0.0,
+        "sample_success": 0.0,
+        "pass_at_k": {"1": 0.0, "2": 0.0},
+        "mixed_tasks": 0.0,
+    }
+    assert by["b"]["n"] == 2 and by["b"]["greedy_success"] == 0.5 and by["b"]["pass_at_k"]["2"] == 1.0
+    with pytest.raises(ValueError, match="one key per task"):
+        bench.grouped(["a"], [[True], [False]], [True, False], (1,))
     out = tmp_path / "headroom.json"
     result = bench.main(
         [sft_run, "--tasks", "2", "--samples", "2", "--max-new-tokens", "8", "--max-cycles", "3", "--out", str(out)]
@@ -174,6 +186,9 @@ def test_rl_headroom_pass_at_k_and_a_short_run(sft_run, tmp_path):
     assert json.loads(out.read_text())["figures"] == result["figures"]
     assert set(result["figures"]["pass_at_k"]) == {"1", "2"}
     assert 0.0 <= result["figures"]["format_valid_rate"] <= 1.0
+    for key in ("by_domain", "by_template"):  # the groups partition the tasks
+        assert sum(f["n"] for f in result["figures"][key].values()) == 2
+    assert all(":" in key for key in result["figures"]["by_template"])
     with pytest.raises(SystemExit):
         bench.main([str(tmp_path)])
     run = tmp_path / "run"  # the run's env and data seed come from its results.json

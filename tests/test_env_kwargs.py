@@ -18,7 +18,7 @@ from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sft_data import build_sft_examples, split_train_tasks
 from joy_env.domains import tau2_retail
 from joy_trainers import rl
-from joy_trainers.checks import check_env_options
+from joy_trainers.checks import check_env_options, sft_env_mismatch
 from joy_trainers.cli import eval_main, train_main
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_team
@@ -71,6 +71,18 @@ def test_check_env_options_names_the_option_for_bad_values_and_missing_splits():
     with pytest.raises(UsageError, match="env_id 'joy/nope-v0' is not a registered env id"):
         check_env_options("joy/nope-v0", {}, 0, {"the train split": "train"})
     check_env_options("joy/math-v0", GSM8K, 0, {"the train split": "train", "eval_split": "test"})
+
+
+def test_an_sft_run_of_another_env_is_named_in_a_warning(tmp_path):
+    run = tmp_path / "sft"
+    run.mkdir()
+    assert sft_env_mismatch(str(run), "joy/mixed-v0", {}) is None  # no results.json: nothing to compare
+    (run / "results.json").write_text(json.dumps({"config": {"env_id": "joy/qa-v0", "env_kwargs": {}}}))
+    assert sft_env_mismatch(str(run), "joy/qa-v0", None) is None
+    assert sft_env_mismatch(None, "joy/qa-v0", {}) is None
+    message = sft_env_mismatch(str(run), "joy/mixed-v0", {})
+    assert "env_id='joy/qa-v0'" in message and "env_id='joy/mixed-v0'" in message and "--set env_id" in message
+    assert "env_kwargs={'source': 'x'}" in sft_env_mismatch(str(run), "joy/qa-v0", {"source": "x"})
 
 
 def test_set_env_kwargs_takes_a_json_object_and_mistakes_are_one_line(capsys, tmp_path, monkeypatch):

@@ -30,7 +30,7 @@ from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine
 from joy_agents.sft_data import split_train_tasks
-from joy_trainers.checks import check_env_options, check_sft_run
+from joy_trainers.checks import check_env_options, check_sft_run, sft_env_mismatch
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_team
 from joy_trainers.rl.checkpoints import (
@@ -63,6 +63,9 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
             check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits)
             check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
+            mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
+            if mismatch:
+                print(f"[rl] warning: {mismatch}")
             removed = run.claim(resume=cfg.resume, overwrite=getattr(cfg, "overwrite", False))
             if removed:
                 print(f"[rl] --overwrite: removed {', '.join(removed)} from {run.path}")
