@@ -20,7 +20,8 @@ class RLConfig:
     automatically by the sft tiny preset, ``smollm2-135m-instruct`` by the sft smol preset; any other model
     (a Hugging Face name, a directory or a ``.gguf`` file) needs ``sft_run``."""
     sft_run: str | None = None
-    """Run directory of the ``sft`` trainer to start from (its ``team/``)."""
+    """Run directory of the ``sft`` trainer to start from (its ``team/``); ``env_id`` and ``env_kwargs`` are not
+    taken from it (the run warns when they differ from the SFT run's)."""
     sft_overrides: dict[str, Any] = field(default_factory=dict)
     """Options of the automatic SFT run (with an embedded or SmolLM2 ``model`` and no ``sft_run``)."""
     env_id: str = "joy/mixed-v0"
