@@ -115,6 +115,45 @@ def template_renders_tools(tokenizer: Any) -> bool:
     return ok
 
 
+_END_OF_TURN: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
+_TURN_PROBE = "Probe answer 7."
+
+
+def end_of_turn(tokenizer: Any) -> str:
+    """The token text that ends an assistant turn, as the chat template writes it (``<|im_end|>`` in ChatML,
+    ``<|eot_id|>`` in Llama 3): the first special token the template puts after an assistant message's content.
+
+    Taken from the template, not from ``tokenizer.eos_token``: a converter may call another token EOS (the GGUF
+    reader of transformers 5.17 names SmolLM2's ``<|im_start|>``), and training completions must end as the
+    template ends a turn. A template that ends a turn without a special token gives ``eos_token`` (or ``""``).
+    Computed once per tokenizer and template."""
+    key = _template_id(tokenizer)
+    try:
+        cached = _END_OF_TURN.get(tokenizer)
+    except TypeError:
+        cached = None
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    found = tokenizer.eos_token or ""
+    try:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "Probe?"}, {"role": "assistant", "content": _TURN_PROBE}], tokenize=False
+        )
+    except Exception:  # no usable template: the tokenizer's own EOS
+        text = None
+    if isinstance(text, str) and _TURN_PROBE in text:
+        after = text[text.rindex(_TURN_PROBE) + len(_TURN_PROBE) :]
+        specials = sorted({str(t) for t in tokenizer.all_special_tokens} | set(tokenizer.get_added_vocab()), key=len)
+        hits = [(after.find(t), -len(t), t) for t in specials if t and t in after]
+        if hits:
+            found = min(hits)[2]  # the earliest, the longest there
+    try:
+        _END_OF_TURN[tokenizer] = (key, found)
+    except TypeError:
+        pass
+    return found
+
+
 def _with_tools_in_system(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = [dict(m) for m in messages]
     listing = tools_text(tools)

@@ -42,8 +42,9 @@ Sampling (``TeamPolicy.generate``):
   ``TeamPolicy.logprobs`` returns for the same tokens and temperature (equal within 1e-4 in float32), so PPO /
   GRPO ratios start at exactly 1. The log-probs are gathered step by step by a logits processor, so memory
   stays at one ``batch x vocab`` buffer instead of ``output_logits``' ``steps x batch x vocab``;
-* a row ends after the first EOS token (tokenizer EOS and the model's ``generation_config`` EOS ids) or the
-  first token that completes one of ``SamplingConfig.stop`` (``finish_reason="stop"``), or after
+* a row ends after the first EOS token (the chat template's end of turn, tokenizer EOS and the model's
+  ``generation_config`` EOS ids) or the first token that completes one of ``SamplingConfig.stop``
+  (``finish_reason="stop"``), or after
   ``max_new_tokens`` (``"length"``). Stop strings that are a single token are extra EOS ids; a stop string
   spelled with several tokens (``</answer>`` in most vocabularies) is matched in the decoded tail of a running
   row, and only of a row whose last token can complete one (it holds the stop's last character,
@@ -89,7 +90,7 @@ from typing import Any
 
 import torch
 
-from joy_agents.chat import FittedPrompt, render_prompt
+from joy_agents.chat import FittedPrompt, end_of_turn, render_prompt
 from joy_agents.chat import fit_prompt as fit_chat_prompt
 from joy_agents.models import resolve_model_path
 
@@ -487,6 +488,19 @@ def prompt_layout(
     )
 
 
+def plain_layout(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu") -> PromptLayout:
+    """The :class:`PromptLayout` of ``rows`` with nothing shared: each row left-padded on its own."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r) :] = torch.tensor(list(r), dtype=torch.long)
+        mask[i, width - len(r) :] = 1
+    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+    index = torch.arange(len(rows), device=device)
+    return PromptLayout(ids.to(device), mask.to(device), positions.to(device), 0, index)
+
+
 @functools.cache
 def _cache_argument(model_class: type) -> str:
     """The name of ``model_class.forward``'s KV-cache argument: ``cache`` in newer transformers, before that
@@ -570,6 +584,17 @@ def prompt_batches(items: Sequence[Any], size: int, prompt: Any = None) -> list[
     return batches
 
 
+def nucleus_logits(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``scaled`` (rows, vocab) with every token outside the ``top_p`` nucleus set to ``-inf`` (the most likely
+    token always stays)."""
+    sorted_logits, order = torch.sort(scaled, dim=-1, descending=False)
+    cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    drop_sorted = cum <= (1.0 - top_p)
+    drop_sorted[:, -1] = False  # the most likely token always stays
+    drop = drop_sorted.scatter(1, order, drop_sorted)
+    return scaled.masked_fill(drop, float("-inf"))
+
+
 class _LogprobRecorder:
     """Logits processor: records log_softmax(raw_logits / T) of each sampled token, applies temperature/top-p.
 
@@ -602,12 +627,7 @@ class _LogprobRecorder:
         if not self.sampling:
             return scores
         if self.top_p < 1.0:
-            sorted_logits, order = torch.sort(scaled, dim=-1, descending=False)
-            cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-            drop_sorted = cum <= (1.0 - self.top_p)
-            drop_sorted[:, -1] = False  # the most likely token always stays
-            drop = drop_sorted.scatter(1, order, drop_sorted)
-            return scaled.masked_fill(drop, float("-inf"))
+            return nucleus_logits(scaled, self.top_p)
         return scaled
 
     def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
@@ -802,9 +822,10 @@ class TeamPolicy:
 
         tok = AutoTokenizer.from_pretrained(resolve_model_path(path))
         if tok.pad_token_id is None:
-            if tok.eos_token_id is None:
+            end = end_of_turn(tok) or tok.eos_token
+            if not end:
                 raise ValueError(f"tokenizer of {path!r} has neither a pad nor an eos token; set one and save it")
-            tok.pad_token = tok.eos_token
+            tok.pad_token = end  # padding is masked out; any token the model knows will do
         return tok
 
     def _separate_tokenizer(self, path: str) -> Any:
@@ -909,6 +930,9 @@ class TeamPolicy:
         tok = self._tokenizers[role]
         if tok.eos_token_id is not None:
             ids.add(int(tok.eos_token_id))
+        end = end_of_turn(tok)  # the template's end of a turn, whatever the tokenizer calls EOS
+        if end and tok.convert_tokens_to_ids(end) is not None:
+            ids.add(int(tok.convert_tokens_to_ids(end)))
         gen_eos = getattr(_hf_model(self._models[role]).generation_config, "eos_token_id", None)
         if gen_eos is not None:
             ids.update(int(t) for t in ([gen_eos] if isinstance(gen_eos, int) else gen_eos))

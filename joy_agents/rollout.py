@@ -1,14 +1,16 @@
-"""The rollout engine: many episodes at once, one batched ``generate`` per role per step.
+"""The rollout engine: many episodes at once, every live episode's turn in one decode batch.
 
 ``RolloutEngine(policy, env_id, split).run(starts)`` (``env_kwargs``: the env's task-source options, e.g.
 ``{"source": "tau2"}``) plays one episode per start (a task index or an
-``EnvSnapshot`` to branch from) over its own env clones. At every step it collects the pending turns of
-all running episodes, groups them by role, and sends each role's prompts through one
-``policy.generate`` call (the role's adapter active, KV cache, left padding). Each agent turn becomes a
-:class:`Node` holding the role, the prompt and completion token ids, the per-token log-probs, the text
-sent to the env and, optionally, the env snapshot taken just before the turn (for node-wise branching).
-When an episode ends its :class:`Trajectory` gets the env's reward breakdown; ``node.reward`` is the
-team reward R and ``node.breakdown`` the node's own record (format, R_F and R_E shares).
+``EnvSnapshot`` to branch from) over its own env clones. With the default ``continuous`` engine
+(:mod:`joy_agents.engine`) the pending turn of every running episode, whatever its role, decodes in one batch
+(each row through its role's adapter); a turn that ends is applied to its env at once and the episode's next
+turn joins the batch while the others go on decoding. With ``RolloutConfig(engine="generate")`` each step
+groups the pending turns by role and sends each role's prompts through one ``policy.generate`` call. Each
+agent turn becomes a :class:`Node` holding the role, the prompt and completion token ids, the per-token
+log-probs, the text sent to the env and, optionally, the env snapshot taken just before the turn (for
+node-wise branching). When an episode ends its :class:`Trajectory` gets the env's reward breakdown;
+``node.reward`` is the team reward R and ``node.breakdown`` the node's own record (format, R_F and R_E shares).
 
 Token ids are never re-derived from text: what the policy produced is what trainers get.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import joy_env
+from joy_agents.engine import ContinuousSampler, EngineStats, continuous_supported
 from joy_agents.memory import render_memories
 from joy_agents.policy import Sample, SamplingConfig
 from joy_env.env import EnvSnapshot
@@ -87,6 +90,10 @@ class Trajectory:
         return sum(len(n.completion_ids) for n in self.nodes)
 
 
+ENGINES = ("continuous", "generate")
+"""Generation engines of the rollouts (``RolloutConfig.engine``)."""
+
+
 @dataclass
 class RolloutConfig:
     """How the engine samples."""
@@ -105,10 +112,21 @@ class RolloutConfig:
     """Agent turns per episode before truncation."""
     memory_time: int = 0
     """Current time (training step) for memory retrieval's decay term."""
+    engine: str = "continuous"
+    """Generation engine: ``continuous`` (every live episode's turn in one decode batch whatever its role, rows
+    leaving and joining as turns end, :mod:`joy_agents.engine`) or ``generate`` (one ``generate`` call per role
+    per step, every call running to its slowest row). ``continuous`` falls back to ``generate`` for a model whose
+    cache it cannot rearrange (:func:`~joy_agents.engine.continuous_supported`)."""
+    max_batch_rows: int = 256
+    """Rows decoded together per model by the ``continuous`` engine; further turns wait for a free row."""
 
     def __post_init__(self) -> None:
         if self.max_prompt_tokens < 16:
             raise ValueError(f"max_prompt_tokens must be >= 16, got {self.max_prompt_tokens}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) or self.max_batch_rows < 1:
+            raise ValueError(f"max_batch_rows must be an int >= 1, got {self.max_batch_rows!r}")
 
 
 class RolloutEngine:
@@ -139,6 +157,8 @@ class RolloutEngine:
         self.progress = progress
         self._pool: list[Any] = []
         self.last_truncated = False
+        self.stats: EngineStats | None = None
+        """What the continuous engine computed in the last :meth:`run` (None after a per-role run)."""
 
     def _env(self, i: int) -> Any:
         """The i-th env of the pool (envs share the prototype's read-only world)."""
@@ -188,28 +208,68 @@ class RolloutEngine:
             else:
                 env.reset(options={"task_index": int(start)})
             envs.append(env)
-        done = [False] * len(envs)
         bar = None
         if self.progress and len(envs) > 1:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(envs), desc=f"rollout {self.split}", unit="ep")
+        if self.config.engine == "continuous" and continuous_supported(self.policy):
+            self._run_continuous(envs, nodes, sampling, bar)
+        else:
+            self._run_per_role(envs, nodes, sampling, bar)
+        if bar is not None:
+            bar.close()
+        return [self._trajectory(env, ns) for env, ns in zip(envs, nodes, strict=True)]
+
+    def _next_turn(self, env: Any) -> str | None:
+        """Step ``env`` past agents that are done; the role whose turn is pending, or None at the episode's end."""
+        while env.agents:
+            _, _, term, trunc, _ = env.last(observe=False)
+            if not (term or trunc):
+                return env.agent_selection
+            env.step(None)
+        return None
+
+    def _run_continuous(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
+        """Every episode's pending turn in the continuous engine: a finished turn is applied at once and the
+        episode's next turn joins the running batch."""
+        sampler = ContinuousSampler(self.policy, sampling, max_rows=self.config.max_batch_rows)
+        self.stats = sampler.stats
+
+        def advance(i: int) -> None:
+            env = envs[i]
+            while (role := self._next_turn(env)) is not None:
+                ids, memory_ids, reuse = self.prompt(env, role)
+                if reuse is None:
+                    sampler.submit(role, ids, (i, memory_ids, self.last_truncated))
+                    return
+                self._apply(env, role, _reused(ids, reuse), nodes[i], memory_ids, self.last_truncated)
+            if bar is not None:
+                bar.update(1)
+
+        for i in range(len(envs)):
+            advance(i)
+        while sampler.busy:
+            for (i, memory_ids, cut), sample in sampler.step():
+                self._apply(envs[i], envs[i].agent_selection, sample, nodes[i], memory_ids, cut)
+                advance(i)
+
+    def _run_per_role(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
+        """Steps of one ``generate`` call per role over the episodes waiting on that role."""
+        self.stats = None
+        done = [False] * len(envs)
         while not all(done):
             pending: dict[str, list[int]] = defaultdict(list)
             for i, env in enumerate(envs):
                 if done[i]:
                     continue
-                while env.agents:
-                    _, _, term, trunc, _ = env.last(observe=False)
-                    if not (term or trunc):
-                        break
-                    env.step(None)
-                if not env.agents:
+                role = self._next_turn(env)
+                if role is None:
                     done[i] = True
                     if bar is not None:
                         bar.update(1)
                     continue
-                pending[env.agent_selection].append(i)
+                pending[role].append(i)
             for role, idx in pending.items():
                 prompts, shown, todo, cut = [], [], [], []
                 for i in idx:
@@ -225,9 +285,6 @@ class RolloutEngine:
                 samples = self.policy.generate(role, prompts, sampling, num_samples=1) if prompts else []
                 for i, group, memory_ids, c in zip(todo, samples, shown, cut, strict=True):
                     self._apply(envs[i], role, group[0], nodes[i], memory_ids, c)
-        if bar is not None:
-            bar.close()
-        return [self._trajectory(env, ns) for env, ns in zip(envs, nodes, strict=True)]
 
     def _apply(
         self,

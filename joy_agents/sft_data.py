@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import joy_env
-from joy_agents.chat import fit_prompt, prompt_head, render_prompt
+from joy_agents.chat import end_of_turn, fit_prompt, prompt_head, render_prompt
 from joy_agents.policy import prompt_view
 from joy_env.expert import expert_action
 from joy_env.protocol import format_turn, parse_action
@@ -381,11 +381,6 @@ def build_sft_examples(
         examples = swap_entities(examples, entity_swap, seed)
     examples = styled(examples, prompt_style)
     return by_role(examples, env.possible_agents)
-
-
-def end_of_turn(tokenizer: Any) -> str:
-    """The text that ends an assistant turn in the chat template (``<|im_end|>`` for Qwen-style)."""
-    return tokenizer.eos_token or ""
 
 
 def tokenize_example(tokenizer: Any, example: Example, max_length: int | None = None) -> dict[str, list[int]]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from joy_agents.engine import sample_many
 from joy_agents.memory import MemoryConfig
 from joy_agents.policy import SamplingConfig
 from joy_agents.rollout import Branch
@@ -157,14 +158,15 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
         explore = SamplingConfig(
             temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, stop=("</answer>",)
         )
-        by_role: dict[str, list[int]] = {}
-        for i, n in enumerate(nodes):
-            by_role.setdefault(n.role, []).append(i)
-        samples: list[list[Any]] = [[] for _ in nodes]
-        for role, idx in by_role.items():
-            out = state.team.generate(role, [nodes[i].prompt_ids for i in idx], explore, num_samples=cfg.group_size)
-            for i, group in zip(idx, out, strict=True):
-                samples[i] = group
+        # the G samples of every node, all roles in the same decode batches (each node's prompt prefilled once)
+        samples = sample_many(
+            state.team,
+            [(n.role, n.prompt_ids) for n in nodes],
+            explore,
+            cfg.group_size,
+            max_rows=engine.config.max_batch_rows,
+            engine=engine.config.engine,
+        )
         branches = [Branch(n.snapshot, s, n.memory_ids) for n, group in zip(nodes, samples, strict=True) for s in group]
         finished = engine.run(branches, state.sampling(cfg.continuation_temperature)) if branches else []
         groups = []

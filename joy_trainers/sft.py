@@ -333,7 +333,14 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
 
     A batch from :func:`collate_shared_prefix` (``prefix_ids``) first runs the prefix once, repeats its keys
     and values for every row and runs the rows on top of them: the same loss and gradients as the whole rows.
+    A model that recomputes activations (checkpointing turns its KV cache off while training) runs such a batch
+    as whole rows instead (:func:`expand_prefix`).
+
+    The head runs in its own dtype: under mixed precision (``bf16=True``) Accelerate hands back the model's
+    outputs in float32, and a bf16 head meets them.
     """
+    if "prefix_ids" in inputs and _checkpointing(model):
+        inputs = expand_prefix(inputs)
     labels = inputs["labels"][:, 1:]  # position t predicts token t+1
     plain_head = prefix_sharing_supported(model)
     keep = 1 if plain_head else int(inputs["keep"])
@@ -360,7 +367,9 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
     )
     if plain_head:
         selected = labels != -100
-        logits = model.get_output_embeddings()(out.hidden_states[-1][:, :-1][selected])  # (labels, V)
+        head = model.get_output_embeddings()
+        hidden = out.hidden_states[-1][:, :-1][selected]  # (labels, H)
+        logits = head(hidden.to(head.weight.dtype))  # (labels, V)
         labels = labels[selected]
     else:
         logits = out.logits[:, :-1, :].reshape(-1, out.logits.size(-1))  # the last keep-1 positions
@@ -369,6 +378,25 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
     count = (labels != -100).sum()
     denom = num_items if num_items is not None else count.clamp(min=1)
     return total / denom
+
+
+def _checkpointing(model: Any) -> bool:
+    """Whether ``model`` recomputes activations in this (training) forward pass, which turns its cache off."""
+    return model.training and any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
+
+
+def expand_prefix(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A :func:`collate_shared_prefix` batch as whole rows: the prefix put back in front of every row (the
+    attention mask already covers it, positions start at 0); the same loss as the shared run."""
+    prefix = inputs["prefix_ids"]  # (1, P)
+    rows, n = inputs["input_ids"].size(0), prefix.size(1)
+    out = {k: v for k, v in inputs.items() if k != "prefix_ids"}
+    out["input_ids"] = torch.cat([prefix.expand(rows, n), inputs["input_ids"]], dim=1)
+    out["labels"] = torch.cat([inputs["labels"].new_full((rows, n), -100), inputs["labels"]], dim=1)
+    positions = inputs["position_ids"]
+    start = torch.arange(n, dtype=positions.dtype, device=positions.device).expand(rows, n)
+    out["position_ids"] = torch.cat([start, positions], dim=1)
+    return out
 
 
 def _sft_trainer_class() -> type:
@@ -399,7 +427,7 @@ def _trl_args(cfg: SFTConfig, out: Path, lr: float) -> Any:
         warmup_steps=cfg.warmup_ratio,  # a float < 1 is a share of the steps
         adam_beta2=0.95,
         max_grad_norm=1.0,
-        activation_checkpointing=cfg.activation_checkpointing,
+        **{_checkpointing_argument(): cfg.activation_checkpointing},
         train_sampling_strategy="sequential",  # keep the order of bucketed_order
         logging_steps=5,
         save_strategy="no",
@@ -413,6 +441,19 @@ def _trl_args(cfg: SFTConfig, out: Path, lr: float) -> Any:
         disable_tqdm=True,  # our own progress bar and metrics.jsonl instead of TRL's per-step dict lines
         remove_unused_columns=False,
     )
+
+
+@functools.cache
+def _checkpointing_argument() -> str:
+    """The training-arguments field that switches activation checkpointing: ``activation_checkpointing`` in the
+    transformers versions that renamed it, ``gradient_checkpointing`` before (e.g. 5.17). TRL's own default is
+    on, so the option must always reach it under the name the installed version knows."""
+    import dataclasses
+
+    import trl
+
+    names = {f.name for f in dataclasses.fields(trl.SFTConfig)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
 def auto_dtype() -> str:
@@ -532,7 +573,8 @@ class SFTTrainer:
         baseline = None
         if cfg.eval_tasks and cfg.eval_baseline:
             print("[sft] evaluating the starting team")
-            baseline = self.evaluate(TeamPolicy(team_config), cfg.baseline_tasks)
+            # the first tasks of the same list: never more than the trained team is evaluated on
+            baseline = self.evaluate(TeamPolicy(team_config), min(cfg.baseline_tasks or cfg.eval_tasks, cfg.eval_tasks))
 
         if cfg.base_epochs > 0:
             what = {

@@ -22,7 +22,7 @@ def _engine(team, **kw):
     return RolloutEngine(team, "joy/mixed-v0", "validation", 0, config, progress=False)
 
 
-def test_one_generate_call_per_role_per_step(team, monkeypatch):
+def test_per_role_engine_makes_one_generate_call_per_role_per_step(team, monkeypatch):
     calls = []
     original = team.generate
 
@@ -31,7 +31,7 @@ def test_one_generate_call_per_role_per_step(team, monkeypatch):
         return original(role, prompts, config, num_samples)
 
     monkeypatch.setattr(team, "generate", spy)
-    trajectories = _engine(team).run(list(range(4)))
+    trajectories = _engine(team, engine="generate").run(list(range(4)))
     assert len(trajectories) == 4
     # every step batches all pending master turns of the four episodes into one call
     assert calls[0] == ("master", 4)
@@ -39,6 +39,82 @@ def test_one_generate_call_per_role_per_step(team, monkeypatch):
     assert sum(n for _, n in calls) == total_turns
     steps = 4  # max_cycles: every episode here is truncated or ends within 4 turns
     assert len(calls) <= steps * len(team.roles)
+
+
+@pytest.fixture(scope="module")
+def distinct_team(tiny_dir):
+    """A team whose roles' adapters differ (seeded noise on fresh adapters), so that a row decoded through the
+    wrong adapter would show."""
+    import torch
+
+    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for role in team.roles:
+            for p in team.trainable_parameters(role):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+    return team
+
+
+def _mixed_starts(n=8):
+    """Starts whose first turns belong to different roles: task indices (the master's turn) and snapshots taken
+    where the expert has just called a sub-agent."""
+    env = joy_env.make("joy/mixed-v0", split="validation", seed=0, max_cycles=4)
+    starts = []
+    for i in range(n):
+        env.reset(options={"task_index": i})
+        if i % 2:
+            starts.append(i)
+            continue
+        env.step(joy_env.expert_action(env))
+        starts.append(env.snapshot() if env.agents else i)
+    return starts
+
+
+def _greedy_turns(trajectories):
+    return [[(n.role, n.completion_ids, n.finish_reason) for n in t.nodes] for t in trajectories]
+
+
+@pytest.mark.parametrize("max_rows", [3, 256])
+def test_continuous_engine_plays_the_same_greedy_episodes_as_per_role_generate(distinct_team, max_rows):
+    """Rows of every role decode together, leave when their turn ends and are joined by the next turns (with
+    max_rows=3 most turns wait for a free row): the episodes are those of one generate call per role."""
+    import torch
+
+    starts = _mixed_starts()
+    per_role = _engine(distinct_team, engine="generate").run(starts, SamplingConfig(0.0, 1.0, 24, ("</answer>",)))
+    engine = _engine(distinct_team, max_batch_rows=max_rows)
+    continuous = engine.run(starts, SamplingConfig(0.0, 1.0, 24, ("</answer>",)))
+    assert _greedy_turns(continuous) == _greedy_turns(per_role)
+    for a, b in zip(continuous, per_role, strict=True):
+        assert a.result["R"] == b.result["R"]
+        for x, y in zip(a.nodes, b.nodes, strict=True):
+            assert torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4)
+    stats = engine.stats
+    assert stats.tokens_kept == sum(t.generated_tokens for t in continuous)
+    assert stats.tokens_computed == stats.tokens_kept  # a row leaves the batch at its last token
+    assert stats.rows_per_forward <= max_rows
+
+
+def test_continuous_engine_decodes_all_roles_in_one_forward(distinct_team, monkeypatch):
+    shared = distinct_team.model_for("master")
+    calls = []
+    original = shared.forward
+
+    def spy(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] == 1:  # a decode step (prefills run whole prompts)
+            calls.append(kwargs.get("adapter_names"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(shared, "forward", spy)
+    engine = _engine(distinct_team)
+    trajectories = engine.run(_mixed_starts(), SamplingConfig(0.0, 1.0, 24, ("</answer>",)))
+    assert len(calls) == engine.stats.decode_forwards
+    assert len({n.role for t in trajectories for n in t.nodes}) > 1
+    # some decode forwards carried rows of several roles at once, each through its own adapter
+    assert any(names is not None and len(set(names)) > 1 for names in calls)
+    # fewer decode forwards than the per-role engine's: rows of all episodes and roles share each step
+    assert engine.stats.rows_per_forward > 1
 
 
 def test_nodes_hold_ids_logprobs_and_rewards(team):

@@ -1,0 +1,384 @@
+"""Continuous batching: every live request of the team in one decode batch, whatever its role.
+
+:class:`ContinuousSampler` is the generation engine of the rollouts (``RolloutConfig.engine="continuous"``,
+the default). Requests (a role and its prompt ids) are submitted at any time; each :meth:`~ContinuousSampler.step`
+runs ONE decode forward per model over every running row and returns the samples that finished in it:
+
+* **one batch for all roles**: roles that share the base model (one LoRA adapter each) decode together, each
+  row through its own adapter (PEFT's mixed adapter batches, ``adapter_names=``); a role with a separate model
+  has a batch (a *lane*) of its own;
+* **rows that finish make room**: a row leaves the batch at its stop token or its token cap, its KV cache rows
+  are dropped, and waiting requests join the running batch at the next step (their prompts prefilled, a prompt
+  shared by several rows and the start that the joiners of a role share computed once,
+  :func:`~joy_agents.policy.prefill_shared`); so a call never runs until its slowest row ends, and an episode
+  whose turn ended submits its next turn while the others decode;
+* the KV cache is the model's own ``DynamicCache``; rows of different lengths sit left-padded in it (padding is
+  masked out and positions count real tokens only, as in ``generate``), and columns no row uses any more are cut.
+
+Sampling is that of :meth:`~joy_agents.policy.TeamPolicy.generate`: ``temperature == 0`` is greedy, otherwise
+``softmax(logits / temperature)`` within the ``top_p`` nucleus; ``Sample.logprobs`` are ``log_softmax(logits /
+temperature)`` of the raw logits at the sampled tokens (temperature 1 when greedy), the quantity
+``TeamPolicy.logprobs`` recomputes for the update; stops are the same (end-of-turn and EOS ids, ``stop``
+strings found in the decoded tail of a row whose last token can complete one). Each step copies its sampled
+tokens to the host once (the scheduler needs them to retire rows); nothing else syncs.
+
+Models whose cache is not a plain per-layer key/value cache (sliding-window or other special attention layers)
+are refused by :func:`continuous_supported`; the rollout engine then uses ``generate`` per role.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from joy_agents.policy import (
+    Sample,
+    SamplingConfig,
+    _cache_argument,
+    _hf_model,
+    nucleus_logits,
+    plain_layout,
+    prefill_shared,
+    prompt_layout,
+    stop_end_candidates,
+)
+
+__all__ = ["ContinuousSampler", "EngineStats", "continuous_supported", "sample_many"]
+
+
+def continuous_supported(team: Any) -> bool:
+    """Whether every model of ``team`` keeps a plain key/value cache per layer (full attention in every layer),
+    the cache :class:`ContinuousSampler` rearranges."""
+    for role in team.roles:
+        config = _hf_model(team.model_for(role)).config
+        if hasattr(config, "get_text_config"):
+            config = config.get_text_config()
+        kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
+        if kinds != {"full_attention"} or getattr(config, "use_sliding_window", False):
+            return False
+    return True
+
+
+@dataclass
+class EngineStats:
+    """What the engine computed: forwards, rows per forward, tokens computed and kept."""
+
+    decode_forwards: int = 0
+    prefill_forwards: int = 0
+    rows_decoded: int = 0
+    """Sum over decode forwards of their rows (= tokens computed in decoding)."""
+    tokens_kept: int = 0
+    """Tokens of the finished samples."""
+    samples: int = 0
+
+    @property
+    def tokens_computed(self) -> int:
+        return self.rows_decoded
+
+    @property
+    def rows_per_forward(self) -> float:
+        return self.rows_decoded / self.decode_forwards if self.decode_forwards else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "decode_forwards": self.decode_forwards,
+            "prefill_forwards": self.prefill_forwards,
+            "rows_per_forward": self.rows_per_forward,
+            "tokens_computed": self.rows_decoded,
+            "tokens_kept": self.tokens_kept,
+            "samples": self.samples,
+        }
+
+
+@dataclass
+class _Row:
+    key: Any
+    role: str
+    prompt: list[int]
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+class _Lane:
+    """The running batch of one model: its rows, their KV cache, attention mask and next inputs."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, shared: bool) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.shared = shared  # a PeftModel holding several roles' adapters
+        self.rows: list[_Row] = []
+        self.waiting: collections.deque[_Row] = collections.deque()
+        self.cache: Any = None
+        self.mask: torch.Tensor | None = None  # (B, T)
+        self.next_ids: torch.Tensor | None = None  # (B,)
+        self.next_pos: torch.Tensor | None = None  # (B,)
+
+
+def _left_pad_to(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    extra = width - t.shape[dim]
+    if extra <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = extra
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+
+def _layers(cache: Any) -> list[Any]:
+    from transformers.cache_utils import DynamicLayer
+
+    layers = list(getattr(cache, "layers", None) or [])
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        raise NotImplementedError(
+            f"continuous batching needs a DynamicCache of plain layers, got {type(cache).__name__} with "
+            f"{sorted({type(layer).__name__ for layer in layers})}; use RolloutConfig(engine='generate')"
+        )
+    return layers
+
+
+class ContinuousSampler:
+    """Continuous batching over a :class:`~joy_agents.policy.TeamPolicy` (see the module documentation).
+
+    ``max_rows`` caps the rows decoded together per model; more requests wait for a free row.
+    """
+
+    def __init__(self, team: Any, sampling: SamplingConfig, max_rows: int = 256) -> None:
+        if not isinstance(sampling, SamplingConfig):
+            raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
+        if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+            raise ValueError(f"max_rows must be an int >= 1, got {max_rows!r}")
+        self.team = team
+        self.sampling = sampling
+        self.max_rows = max_rows
+        self.stats = EngineStats()
+        self._lanes: dict[int, _Lane] = {}
+        self._role_lane: dict[str, _Lane] = {}
+        self._ends: dict[int, tuple[set[int], tuple[str, ...], list[bool] | None, set[int], int]] = {}
+
+    # ------------------------------------------------------------------ requests
+    def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
+        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
+        ``(key, sample)``."""
+        prompt = [int(t) for t in prompt_ids]
+        if len(prompt) < 2:
+            raise ValueError(f"a prompt needs at least 2 tokens for continuous batching, got {len(prompt)}")
+        self.team._check_ids(role, [prompt], extra=self.sampling.max_new_tokens)
+        lane = self._lane(role)
+        for _ in range(num_samples):
+            lane.waiting.append(_Row(key=key, role=role, prompt=prompt))
+
+    @property
+    def busy(self) -> bool:
+        """Whether requests are running or waiting."""
+        return any(lane.rows or lane.waiting for lane in self._lanes.values())
+
+    def _lane(self, role: str) -> _Lane:
+        if role not in self._role_lane:
+            model = self.team.model_for(role)
+            if id(model) not in self._lanes:
+                shared = model is getattr(self.team, "_shared", None)
+                self._lanes[id(model)] = _Lane(model, self.team.tokenizer_for(role), shared)
+            self._role_lane[role] = self._lanes[id(model)]
+        return self._role_lane[role]
+
+    def _end_rules(self, lane: _Lane, role: str) -> tuple[set[int], tuple[str, ...], list[bool] | None, set[int], int]:
+        """A lane's stop ids, text stops, stop-candidate table, ids hidden from texts and tail length."""
+        if id(lane) not in self._ends:
+            tok = lane.tokenizer
+            eos = set(self.team._eos_ids(role))
+            single = set()
+            for s in self.sampling.stop:
+                enc = tok.encode(s, add_special_tokens=False)
+                if len(enc) == 1:
+                    single.add(int(enc[0]))
+            added = tok.get_added_vocab()
+            text_stops = tuple(s for s in self.sampling.stop if s not in added)
+            vocab = int(lane.model.get_input_embeddings().num_embeddings)
+            candidates = stop_end_candidates(tok, text_stops, vocab).tolist() if text_stops else None
+            hidden = (eos & {int(t) for t in tok.all_special_ids}) | {int(tok.pad_token_id)}
+            tail = max((len(s.encode("utf-8")) for s in text_stops), default=0) + 1
+            self._ends[id(lane)] = (eos | single, text_stops, candidates, hidden, tail)
+        return self._ends[id(lane)]
+
+    # ------------------------------------------------------------------ one step
+    def step(self) -> list[tuple[Any, Sample]]:
+        """Admit waiting requests, run one decode forward per model with rows, return the finished samples."""
+        finished: list[tuple[Any, Sample]] = []
+        was_training = {id(lane.model): lane.model.training for lane in self._lanes.values()}
+        try:
+            with torch.no_grad():
+                for lane in self._lanes.values():
+                    if not (lane.rows or lane.waiting):
+                        continue
+                    lane.model.eval()
+                    self._admit(lane)
+                    finished += self._decode(lane)
+        finally:
+            for lane in self._lanes.values():
+                lane.model.train(was_training[id(lane.model)])
+        return finished
+
+    def _admit(self, lane: _Lane) -> None:
+        room = self.max_rows - len(lane.rows)
+        if room <= 0 or not lane.waiting:
+            return
+        joiners = [lane.waiting.popleft() for _ in range(min(room, len(lane.waiting)))]
+        by_role: dict[str, list[_Row]] = {}
+        for row in joiners:
+            by_role.setdefault(row.role, []).append(row)
+        device = self.team.device
+        pad_id = int(lane.tokenizer.pad_token_id)
+        for role, rows in by_role.items():
+            prompts = [r.prompt for r in rows]
+            layout = prompt_layout(prompts, pad_id, device) if self.team.config.share_prefix else None
+            layout = layout or plain_layout(prompts, pad_id, device)
+            model = self.team._activate(role)
+            cache, _ = prefill_shared(model, layout)
+            self.stats.prefill_forwards += 1 + (layout.common > 0)
+            width = layout.ids.shape[1]
+            mask = layout.mask[layout.index, : width - 1]  # (n, W-1)
+            last = layout.ids[layout.index, width - 1]  # (n,)
+            pos = layout.positions[layout.index, width - 1]  # (n,)
+            self._merge(lane, rows, cache, mask, last, pos)
+
+    def _merge(
+        self, lane: _Lane, rows: list[_Row], cache: Any, mask: torch.Tensor, last: torch.Tensor, pos: torch.Tensor
+    ) -> None:
+        """Append ``rows`` (with their prefilled cache) to the lane's batch, left-padding the shorter side."""
+        if lane.cache is None:
+            _layers(cache)
+            lane.cache, lane.mask, lane.next_ids, lane.next_pos = cache, mask, last, pos
+            lane.rows = list(rows)
+            return
+        assert lane.mask is not None and lane.next_ids is not None and lane.next_pos is not None
+        width = max(lane.mask.shape[1], mask.shape[1])
+        for old, new in zip(_layers(lane.cache), _layers(cache), strict=True):
+            old.keys = torch.cat([_left_pad_to(old.keys, width, 2), _left_pad_to(new.keys, width, 2)], dim=0)
+            old.values = torch.cat([_left_pad_to(old.values, width, 2), _left_pad_to(new.values, width, 2)], dim=0)
+        lane.mask = torch.cat([_left_pad_to(lane.mask, width, 1), _left_pad_to(mask, width, 1)], dim=0)
+        lane.next_ids = torch.cat([lane.next_ids, last])
+        lane.next_pos = torch.cat([lane.next_pos, pos])
+        lane.rows += rows
+
+    def _decode(self, lane: _Lane) -> list[tuple[Any, Sample]]:
+        assert lane.mask is not None and lane.next_ids is not None and lane.next_pos is not None
+        roles = [r.role for r in lane.rows]
+        extra: dict[str, Any] = {_cache_argument(type(_hf_model(lane.model))): lane.cache}
+        if lane.shared and len(set(roles)) > 1:
+            extra["adapter_names"] = roles  # each row through its own role's adapter
+        else:
+            self.team._activate(roles[0])
+        mask = torch.cat([lane.mask, lane.mask.new_ones((len(roles), 1))], dim=1)  # (B, T+1)
+        out = lane.model(
+            input_ids=lane.next_ids[:, None],
+            attention_mask=mask,
+            position_ids=lane.next_pos[:, None],
+            use_cache=True,
+            logits_to_keep=1,
+            **extra,
+        )
+        lane.mask = mask
+        self.stats.decode_forwards += 1
+        self.stats.rows_decoded += len(roles)
+        tokens, logprobs = self._sample(out.logits[:, -1])  # (B,), (B,)
+        lane.next_ids, lane.next_pos = tokens, lane.next_pos + 1
+        ids, lps = tokens.tolist(), logprobs.tolist()  # the one host copy of the step
+        ends, text_stops, candidates, hidden, tail = self._end_rules(lane, roles[0])
+        done: list[tuple[int, str]] = []
+        for i, row in enumerate(lane.rows):
+            tok = ids[i]
+            row.tokens.append(tok)
+            row.logprobs.append(lps[i])
+            if tok in ends:
+                done.append((i, "stop"))
+            elif text_stops and (tok >= len(candidates) or candidates[tok]):
+                text = lane.tokenizer.decode(
+                    row.tokens[-tail:], skip_special_tokens=False, clean_up_tokenization_spaces=False
+                )
+                if any(s in text for s in text_stops):
+                    done.append((i, "stop"))
+                elif len(row.tokens) >= self.sampling.max_new_tokens:
+                    done.append((i, "length"))
+            elif len(row.tokens) >= self.sampling.max_new_tokens:
+                done.append((i, "length"))
+        if not done:
+            return []
+        finished = []
+        texts = lane.tokenizer.batch_decode(
+            [[t for t in lane.rows[i].tokens if t not in hidden] for i, _ in done],
+            skip_special_tokens=False,
+            clean_up_tokenization_spaces=False,
+        )
+        for (i, reason), text in zip(done, texts, strict=True):
+            row = lane.rows[i]
+            sample = Sample(list(row.prompt), row.tokens, row.logprobs, text, reason)
+            finished.append((row.key, sample))
+            self.stats.tokens_kept += len(row.tokens)
+            self.stats.samples += 1
+        self._retire(lane, {i for i, _ in done})
+        return finished
+
+    def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokens and their log-probs (see the module documentation) from raw logits (B, V)."""
+        logits = logits.float()
+        temperature = self.sampling.temperature
+        if temperature == 0:
+            tokens = logits.argmax(-1)
+            scaled = logits
+        else:
+            scaled = logits / temperature if temperature != 1.0 else logits
+            kept = nucleus_logits(scaled, self.sampling.top_p) if self.sampling.top_p < 1.0 else scaled
+            tokens = torch.multinomial(kept.softmax(-1), 1).squeeze(1)
+        picked = scaled.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(scaled, dim=-1)
+        return tokens, picked
+
+    def _retire(self, lane: _Lane, gone: set[int]) -> None:
+        """Drop finished rows from the batch and the cache columns no remaining row uses."""
+        keep = [i for i in range(len(lane.rows)) if i not in gone]
+        lane.rows = [lane.rows[i] for i in keep]
+        if not keep:
+            lane.cache = lane.mask = lane.next_ids = lane.next_pos = None
+            return
+        assert lane.mask is not None and lane.next_ids is not None and lane.next_pos is not None
+        index = torch.tensor(keep, device=lane.mask.device)
+        mask = lane.mask[index]
+        start = int(mask.any(0).int().argmax())  # first column a remaining row attends to
+        for layer in _layers(lane.cache):
+            layer.keys = layer.keys[index, :, start:]
+            layer.values = layer.values[index, :, start:]
+        lane.mask = mask[:, start:]
+        lane.next_ids, lane.next_pos = lane.next_ids[index], lane.next_pos[index]
+
+
+def sample_many(
+    team: Any,
+    requests: list[tuple[str, list[int]]],
+    sampling: SamplingConfig,
+    num_samples: int = 1,
+    max_rows: int = 256,
+    engine: str = "continuous",
+) -> list[list[Sample]]:
+    """``num_samples`` samples of each ``(role, prompt_ids)`` request; ``result[i][j]`` is sample ``j`` of request
+    ``i``. The ``continuous`` engine decodes every role in the same batches (:class:`ContinuousSampler`);
+    ``generate`` (or a model the continuous engine does not support) makes one ``team.generate`` call per role."""
+    if engine == "continuous" and continuous_supported(team):
+        sampler = ContinuousSampler(team, sampling, max_rows=max_rows)
+        out: list[list[Any]] = [[None] * num_samples for _ in requests]
+        for i, (role, prompt) in enumerate(requests):
+            for j in range(num_samples):
+                sampler.submit(role, prompt, (i, j))
+        while sampler.busy:
+            for (i, j), sample in sampler.step():
+                out[i][j] = sample
+        return out
+    by_role: dict[str, list[int]] = {}
+    for i, (role, _) in enumerate(requests):
+        by_role.setdefault(role, []).append(i)
+    result: list[list[Sample]] = [[] for _ in requests]
+    for role, idx in by_role.items():
+        groups = team.generate(role, [requests[i][1] for i in idx], sampling, num_samples=num_samples)
+        for i, group in zip(idx, groups, strict=True):
+            result[i] = group
+    return result
