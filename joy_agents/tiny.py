@@ -246,6 +246,59 @@ def tiny_base_dir() -> pathlib.Path:
     return TINY_BASE_DIR
 
 
+TINY_LLAMA = "tiny-llama"
+"""Model string of a randomly initialised tiny Llama (the architecture of SmolLM2, tied head) with the tiny
+base's tokenizer: the SmolLM2 code path (bf16, Llama layers) on a CPU in seconds, for tests and dry runs."""
+TINY_LLAMA_VERSION = 1
+
+
+def build_tiny_llama(out: str | os.PathLike | None = None, seed: int = 0) -> pathlib.Path:
+    """A tiny Llama (hidden 64, 2 layers, 4 heads / 2 KV heads; random weights, seeded) with the shipped tiny base's
+    tokenizer, chat template and generation config, written to ``out`` (default: in the cache, built once)."""
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    root = pathlib.Path(out) if out is not None else default_cache_dir() / f"{TINY_LLAMA}-s{seed}-v{TINY_LLAMA_VERSION}"
+    if (root / "config.json").is_file() and (root / "model.safetensors").is_file():
+        return root
+    base = tiny_base_dir()
+    tokenizer = AutoTokenizer.from_pretrained(str(base))
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=192,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=MAX_POSITIONS,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    rng_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config).to(torch.float32)
+    finally:
+        torch.random.set_rng_state(rng_state)
+    model.generation_config = GenerationConfig.from_pretrained(str(base))
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{root.name}.tmp-", dir=root.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, root)  # atomic; another builder may have published first
+        except OSError:
+            if not (root / "model.safetensors").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
 def _check_size(size: str) -> dict[str, int]:
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")

@@ -44,7 +44,7 @@ from joy_agents.sft_data import (
     tokenize_example,
 )
 from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
-from joy_agents.tiny import build_tiny_model, tiny_base_dir
+from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
 from joy_trainers.checks import check_env_options, env_kwargs_problem
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import config_from_dict
@@ -272,11 +272,14 @@ TINY_MAX_PROMPT_TOKENS = PRESETS["tiny"]["max_length"] - PRESETS["tiny"]["eval_m
 
 
 def resolve_model(name: str, seed: int) -> str:
-    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small``; ``tiny-base`` is the
+    """A loadable model path: builds the embedded tiny model for ``tiny`` / ``tiny-small`` (and ``tiny-llama``,
+    :func:`joy_agents.tiny.build_tiny_llama`); ``tiny-base`` is the
     pretrained tiny base shipped with the package (:func:`joy_agents.tiny.tiny_base_dir`); a ``.gguf`` file or
     ``smollm2-135m-instruct`` is converted once (:func:`joy_agents.models.resolve_model_path`)."""
     if name == "tiny-base":
         return str(tiny_base_dir())
+    if name == TINY_LLAMA:
+        return str(build_tiny_llama(seed=seed))
     if name in ("tiny", "tiny-small"):
         return str(build_tiny_model(seed=seed, size="tiny" if name == "tiny" else "small"))
     return resolve_model_path(name)

@@ -482,6 +482,25 @@ def test_smollm2_converts_once_and_needs_the_fallbacks(smol_dir):
     assert len(tok.encode("</answer>", add_special_tokens=False)) > 1
 
 
+def test_smollm2_turns_end_with_the_chat_templates_end_of_turn(smol_dir):
+    """Whatever the GGUF converter calls EOS (transformers 5.17: ``<|im_start|>``), a turn ends where the chat
+    template ends it: SFT completions end in ``<|im_end|>`` and sampling stops there."""
+    from transformers import AutoTokenizer
+
+    from joy_agents.chat import end_of_turn
+    from joy_agents.sft_data import Example, tokenize_example
+
+    tok = AutoTokenizer.from_pretrained(str(smol_dir))
+    assert end_of_turn(tok) == "<|im_end|>"
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "12 * 7?"}]
+    example = Example("qa", tuple(messages), (), "<answer>84</answer>", "t", "qa")
+    row = tokenize_example(tok, example)
+    assert row["labels"][-1] == tok.convert_tokens_to_ids("<|im_end|>")
+    team = TeamPolicy(TeamConfig(model=str(smol_dir), roles=("qa",), lora_r=2))
+    assert tok.convert_tokens_to_ids("<|im_end|>") in team._eos_ids("qa")
+    assert team.tokenizer_for("qa").pad_token_id is not None
+
+
 def test_smollm2_shared_prefix_logprobs_equal_unshared(smol_dir):
     team = TeamPolicy(TeamConfig(model=str(smol_dir), roles=("qa",), lora_r=2))
     tok = team.tokenizer_for("qa")
