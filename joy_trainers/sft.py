@@ -43,8 +43,8 @@ from joy_agents.sft_data import (
     split_train_tasks,
     tokenize_example,
 )
-from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
+from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
 from joy_trainers.checks import check_env_options, env_kwargs_problem
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import config_from_dict
