@@ -1,33 +1,35 @@
-"""Rollout throughput: env-driven batched rollouts against bare ``model.generate`` and against one
-episode at a time, plus the memory of five adapters on one base against one model.
+"""Rollout throughput: the continuous engine against one generate call per role (the engine before it) and
+against bare ``model.generate`` replaying that engine's calls, plus the memory of five adapters on one base.
 
-    python benchmarks/rollout_throughput.py --out rollout.json [--model tiny|PATH] [--episodes 32]
+    python benchmarks/rollout_throughput.py --out rollout.json [--model tiny-base|PATH | --team RUN/team]
     python benchmarks/rollout_throughput.py --model smollm2-135m-instruct --shared-only --node-tasks 2 \
         --max-nodes 2 --max-new-tokens 32 --out smol.json
 
-Figures (measured in this one run):
+Both engines play the same ``--episodes`` episodes of the test split (greedy by default, ``--max-new-tokens``
+per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured in this one run:
 
-* ``tokens_per_s``: generated tokens per second of ``RolloutEngine.run`` over ``--episodes`` episodes
-  (env, prompts, adapter switching, batched sampling with log-probs).
-* ``generate_tokens_per_s``: the same generate calls replayed with bare ``model.generate`` on the same
-  model (the role's adapter active): the same prompts, batch sizes and number of new tokens per call, no
-  env, no prompt rendering, no log-probs, no stop strings. ``ratio_vs_generate`` = tokens_per_s /
-  generate_tokens_per_s (goal >= 0.9).
-* ``sequential_tokens_per_s``: the same episodes run one at a time; ``ratio_vs_sequential``.
-* ``ratio_shared_vs_unshared``: node-wise sampling as ``joyagents_grpo`` does it (G = ``--group-size``
+* ``continuous_tokens_per_s``: generated tokens per second of ``RolloutEngine.run`` with the ``continuous``
+  engine (every live episode's turn in one decode batch whatever its role; rows leave at their stop and the
+  next turns join); ``per_role_tokens_per_s``: the same with ``engine="generate"`` (one ``generate`` call per
+  role per step, each running to its slowest row); ``ratio_vs_per_role``.
+* ``generate_tokens_per_s``: the per-role engine's calls replayed with bare ``model.generate`` (same prompts,
+  rows and steps per call, the role's adapter active; no env, no prompt rendering, no log-probs, no stop
+  strings), counting the tokens the engine kept from those calls; ``ratio_vs_generate`` = continuous over it.
+* ``rows_per_call``, ``decode_forwards_per_token`` and ``tokens_computed`` / ``tokens_kept`` of each engine
+  (a per-role call computes rows x its longest row; ``rows_per_call_ratio`` = continuous over per-role).
+* ``same_greedy_episodes``: share of episodes whose turns (role, tokens) are the same under both engines.
+* ``ratio_shared_vs_unshared``: node-wise sampling as ``TeamPolicy.generate`` does it (G = ``--group-size``
   samples at each of the first ``--max-nodes`` nodes of ``--node-tasks`` expert trajectories, one generate per
   role, temperature 1.2, ``--max-new-tokens``), tokens per second with ``TeamConfig.share_prefix`` on (each
-  node's prompt, and the start all of a role's prompts share, prefilled once) over off (every row prefilled on
-  its own); each repeat runs both settings back to back (alternating which goes first), and the figure is the
-  median over ``--shared-repeats`` repeats of the per-repeat ratio (``..._totals``: over summed times).
-  ``--shared-only`` measures only this, and ``--team RUN/team`` measures it on a trained team (whose turns end
-  at their stop tokens, as RL samples them) instead of fresh adapters on ``--model``. ``--cpu-time`` times it
-  in CPU seconds of this process instead of wall seconds: with ``--threads 1``, a figure that other jobs on a
-  shared machine barely move (``clock`` in the JSON).
+  node's prompt, and the start all of a role's prompts share, prefilled once) over off; each repeat runs both
+  settings back to back (alternating which goes first), and the figure is the median over ``--shared-repeats``
+  repeats of the per-repeat ratio (``..._totals``: over summed times). ``--shared-only`` measures only this.
+  ``--cpu-time`` times it in CPU seconds of this process instead of wall seconds: with ``--threads 1``, a figure
+  that other jobs on a shared machine barely move (``clock`` in the JSON).
 * ``adapter_team_memory_ratio``: bytes of every parameter and buffer of the five-role team (one base,
-  five LoRA adapters of rank ``--lora-r``; shared storage counted once) over those of one plain model
-  (goal <= 1.2); ``adapter_team_memory_ratio_qwen2.5_0.5b``: the same for a Qwen2.5-0.5B-sized model in
-  bf16 with rank-16 adapters, built on the meta device (no download, no memory).
+  five LoRA adapters; shared storage counted once) over those of one plain model (goal <= 1.2);
+  ``adapter_team_memory_ratio_qwen2.5_0.5b``: the same for a Qwen2.5-0.5B-sized model in bf16 with rank-16
+  adapters, built on the meta device (no download, no memory).
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ import torch
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="write the figures as JSON to this file")
-    parser.add_argument("--model", default="tiny", help="'tiny' (embedded) or a model path")
+    parser.add_argument("--model", default="tiny-base", help="'tiny-base' (shipped, compact prompts), 'tiny' or a path")
     parser.add_argument("--env", default="joy/mixed-v0")
     parser.add_argument("--episodes", type=int, default=32)
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--max-cycles", type=int, default=6)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--max-cycles", type=int, default=10)
+    parser.add_argument("--max-prompt-tokens", type=int, default=416, help="the tiny preset's prompt view")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy, as evaluation")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lora-r", type=int, default=4, help="LoRA rank (the tiny preset's)")
     parser.add_argument("--group-size", type=int, default=5, help="G of the node-wise sampling figure")
@@ -63,13 +67,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cpu-time", action="store_true", help="time the shared figure in CPU seconds of this process")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --cpu-time)")
     args = parser.parse_args(argv)
-    if args.team and not args.shared_only:
-        parser.error("--team goes with --shared-only (the other figures compare against a plain model)")
     if args.team and not os.path.isfile(os.path.join(args.team, "team.json")):
         parser.error(f"--team {args.team!r} holds no team.json; pass the team/ folder of a joy-train run")
 
     from transformers import AutoModelForCausalLM
 
+    from joy_agents.models import resolve_model_path
     from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy, meta_team_memory_ratio, parameter_bytes
     from joy_agents.rollout import RolloutConfig, RolloutEngine
     from joy_trainers.sft import resolve_model
@@ -81,7 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
         team = TeamPolicy.load(args.team)
     else:
         path = resolve_model(args.model, args.seed)
-        team = TeamPolicy(TeamConfig(model=path, lora_r=args.lora_r, lora_alpha=2 * args.lora_r))
+        style = "compact" if args.model == "tiny-base" else "full"  # tiny-base learnt compact prompts
+        team = TeamPolicy(TeamConfig(model=path, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, prompt_style=style))
     shared = shared_vs_unshared(team, args)
     if args.shared_only:
         result = {
@@ -92,60 +96,91 @@ def main(argv: list[str] | None = None) -> dict:
         }
         _report(result, args.out)
         return result
-    sampling = SamplingConfig(temperature=1.0, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
-    config = RolloutConfig(sampling=sampling, max_cycles=args.max_cycles)
-    engine = RolloutEngine(team, args.env, "validation", args.seed, config, progress=False)
+    sampling = SamplingConfig(args.temperature, 1.0, args.max_new_tokens, ("</answer>",))
     starts = list(range(args.episodes))
-    engine.run(starts[:2])  # warm-up
 
-    calls: list[tuple[str, list[list[int]], int]] = []
+    def engine_of(kind: str) -> RolloutEngine:
+        config = RolloutConfig(
+            sampling=sampling, max_cycles=args.max_cycles, max_prompt_tokens=args.max_prompt_tokens, engine=kind
+        )
+        engine = RolloutEngine(team, args.env, "test", args.seed, config, progress=False)
+        engine.run(starts[:2])  # warm-up
+        return engine
+
+    continuous, per_role = engine_of("continuous"), engine_of("generate")
+    torch.manual_seed(args.seed)
+    t0 = time.perf_counter()
+    fast = continuous.run(starts)
+    continuous_s = time.perf_counter() - t0
+    stats = continuous.stats
+
+    calls: list[tuple[str, list[list[int]], int, int]] = []  # role, prompts, steps run, tokens kept
     original = team.generate
 
     def recording(role, prompts, cfg, num_samples=1):
         out = original(role, prompts, cfg, num_samples)
-        longest = max(len(s.completion_ids) for group in out for s in group)
-        calls.append((role, [list(p) for p in prompts], longest))
+        lengths = [len(s.completion_ids) for group in out for s in group]
+        calls.append((role, [list(p) for p in prompts], max(lengths), sum(lengths)))
         return out
 
     team.generate = recording
+    torch.manual_seed(args.seed)
     t0 = time.perf_counter()
-    batched = engine.run(starts)
-    batched_s = time.perf_counter() - t0
+    slow = per_role.run(starts)
+    per_role_s = time.perf_counter() - t0
     team.generate = original
-    tokens = sum(t.generated_tokens for t in batched)
 
     pad = team.tokenizer.pad_token_id or 0
-    bare_tokens, t0 = 0, time.perf_counter()
+    t0 = time.perf_counter()
     with torch.no_grad():
-        for role, prompts, new in calls:
+        for role, prompts, steps, _ in calls:
             with team.use_role(role) as model:
-                bare_tokens += _bare_generate(model, prompts, new, pad)
+                _bare_generate(model, prompts, steps, pad, args.temperature)
     bare_s = time.perf_counter() - t0
 
-    seq_tokens, t0 = 0, time.perf_counter()
-    for s in starts:
-        seq_tokens += engine.run([s])[0].generated_tokens
-    seq_s = time.perf_counter() - t0
-
-    plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    fast_tokens = sum(t.generated_tokens for t in fast)
+    slow_tokens = sum(t.generated_tokens for t in slow)
+    kept_in_calls = sum(k for *_, k in calls)
+    computed_in_calls = sum(len(p) * steps for _, p, steps, _ in calls)
+    turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in fast]
+    same = sum(a == [(n.role, n.completion_ids) for n in t.nodes] for a, t in zip(turns, slow, strict=True))
+    base = team.config.model
+    plain = AutoModelForCausalLM.from_pretrained(resolve_model_path(base), dtype=getattr(torch, team.config.dtype))
     memory_ratio = team.parameter_bytes() / parameter_bytes(plain)
     qwen_ratio = meta_team_memory_ratio()  # Qwen2.5-0.5B shape, bf16, rank-16 adapters
 
+    continuous_tps, per_role_tps = fast_tokens / continuous_s, slow_tokens / per_role_s
+    per_role_rows = sum(len(p) for _, p, _, _ in calls) / max(len(calls), 1)
     result = {
         "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
         "date": time.strftime("%Y-%m-%d"),
-        "model": args.model,
+        "model": args.model if not args.team else f"team {args.team} (base {base})",
         "env_id": args.env,
         "episodes": args.episodes,
-        "generate_calls": len(calls),
-        "mean_batch": sum(len(p) for _, p, _ in calls) / max(len(calls), 1),
-        "tokens": tokens,
-        "tokens_per_s": tokens / batched_s,
-        "generate_tokens": bare_tokens,
-        "generate_tokens_per_s": bare_tokens / bare_s,
-        "sequential_tokens_per_s": seq_tokens / seq_s,
-        "ratio_vs_generate": (tokens / batched_s) / (bare_tokens / bare_s),
-        "ratio_vs_sequential": (tokens / batched_s) / (seq_tokens / seq_s),
+        "temperature": args.temperature,
+        "max_new_tokens": args.max_new_tokens,
+        "continuous_tokens": fast_tokens,
+        "continuous_tokens_per_s": continuous_tps,
+        "per_role_tokens": slow_tokens,
+        "per_role_tokens_per_s": per_role_tps,
+        "generate_tokens_per_s": kept_in_calls / bare_s,
+        "generate_all_tokens_per_s": computed_in_calls / bare_s,
+        "ratio_vs_per_role": continuous_tps / per_role_tps,
+        "ratio_vs_generate": continuous_tps / (kept_in_calls / bare_s),
+        "continuous": {
+            "rows_per_call": stats.rows_per_forward,
+            "decode_forwards_per_token": stats.decode_forwards / max(fast_tokens, 1),
+            **stats.as_dict(),
+        },
+        "per_role": {
+            "generate_calls": len(calls),
+            "rows_per_call": per_role_rows,
+            "decode_forwards_per_token": sum(steps for _, _, steps, _ in calls) / max(slow_tokens, 1),
+            "tokens_computed": computed_in_calls,
+            "tokens_kept": kept_in_calls,
+        },
+        "rows_per_call_ratio": stats.rows_per_forward / max(per_role_rows, 1e-9),
+        "same_greedy_episodes": same / len(fast) if args.temperature == 0 else None,
         "adapter_team_memory_ratio": memory_ratio,
         "adapter_team_memory_ratio_qwen2.5_0.5b": qwen_ratio,
         "lora_r": args.lora_r,
@@ -157,22 +192,31 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _report(result: dict, out: str | None) -> None:
     for key in (
-        "tokens_per_s",
+        "continuous_tokens_per_s",
+        "per_role_tokens_per_s",
         "generate_tokens_per_s",
-        "sequential_tokens_per_s",
         "shared_tokens_per_s",
         "unshared_tokens_per_s",
     ):
         if key in result:
             print(f"{key:>26}: {result[key]:9.1f}")
+    for key in ("continuous", "per_role"):
+        if key in result:
+            r = result[key]
+            print(
+                f"{key:>26}: {r['rows_per_call']:6.2f} rows per call, {r['decode_forwards_per_token']:.3f} decode "
+                f"forwards per token, {r['tokens_kept']} of {r['tokens_computed']} computed tokens kept"
+            )
     for key in (
+        "ratio_vs_per_role",
         "ratio_vs_generate",
-        "ratio_vs_sequential",
+        "rows_per_call_ratio",
+        "same_greedy_episodes",
         "ratio_shared_vs_unshared",
         "adapter_team_memory_ratio",
         "adapter_team_memory_ratio_qwen2.5_0.5b",
     ):
-        if key in result:
+        if result.get(key) is not None:
             print(f"{key:>26}: {result[key]:9.3f}")
     if out:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -242,7 +286,7 @@ def shared_vs_unshared(team, args) -> dict:
     }
 
 
-def _bare_generate(model, prompts: list[list[int]], new: int, pad: int) -> int:
+def _bare_generate(model, prompts: list[list[int]], new: int, pad: int, temperature: float) -> int:
     """``model.generate`` on left-padded ``prompts`` for exactly ``new`` tokens; returns tokens made."""
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
@@ -250,15 +294,14 @@ def _bare_generate(model, prompts: list[list[int]], new: int, pad: int) -> int:
     for i, p in enumerate(prompts):
         ids[i, width - len(p) :] = torch.tensor(p)
         mask[i, width - len(p) :] = 1
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else {"do_sample": False}
     model.generate(
-        input_ids=ids,
-        attention_mask=mask,
+        input_ids=ids.to(model.device),
+        attention_mask=mask.to(model.device),
         max_new_tokens=new,
         min_new_tokens=new,
-        do_sample=True,
-        temperature=1.0,
-        top_k=0,
         pad_token_id=pad,
+        **sampling,
     )
     return len(prompts) * new
 

@@ -29,6 +29,7 @@ are refused by :func:`continuous_supported`; the rollout engine then uses ``gene
 from __future__ import annotations
 
 import collections
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,7 @@ from joy_agents.policy import (
     stop_end_candidates,
 )
 
-__all__ = ["ContinuousSampler", "EngineStats", "continuous_supported", "sample_many"]
+__all__ = ["ContinuousSampler", "EngineStats", "StackedLoRA", "continuous_supported", "sample_many"]
 
 
 def continuous_supported(team: Any) -> bool:
@@ -138,6 +139,83 @@ def _layers(cache: Any) -> list[Any]:
     return layers
 
 
+class StackedLoRA:
+    """Every role's LoRA adapter of a ``PeftModel`` applied to a mixed batch in one pass per layer.
+
+    For each LoRA linear layer the roles' ``A`` matrices are stacked into one (sum of ranks x in) matrix and their
+    ``B`` matrices, scaled, into one (out x sum of ranks) matrix; a row keeps only its own role's block of the
+    low-rank activations (a 0/1 mask), so ``base(x) + B_all (mask * A_all x)`` is exactly each row's own
+    ``base(x) + scaling * B_role A_role x``: two matrix products per layer whatever the number of roles, where
+    PEFT's ``adapter_names`` path runs a gather, two products and a scatter per role present. A snapshot of the
+    weights: build it anew after the adapters change. :meth:`supported` is False for LoRA variants (DoRA, ...),
+    LoRA biases or merged adapters, which the ``adapter_names`` path handles.
+    """
+
+    def __init__(self, peft_model: torch.nn.Module, roles: tuple[str, ...]) -> None:
+        from peft.tuners.lora.layer import Linear as LoraLinear
+
+        self.roles = roles
+        self.layers: list[tuple[torch.nn.Module, torch.Tensor, torch.Tensor]] = []
+        self.supported = True
+        blocks: list[int] | None = None
+        for module in peft_model.modules():
+            if not isinstance(module, LoraLinear):
+                continue
+            if module.merged or module.disable_adapters or any(r in module.lora_variant for r in roles):
+                self.supported = False
+                return
+            a_parts, b_parts, ranks = [], [], []
+            for role in roles:
+                if role not in module.lora_A:
+                    self.supported = False
+                    return
+                a, b = module.lora_A[role].weight, module.lora_B[role]
+                if b.bias is not None:
+                    self.supported = False
+                    return
+                a_parts.append(a.detach())
+                b_parts.append(b.weight.detach() * module.scaling[role])
+                ranks.append(a.shape[0])
+            if blocks is None:
+                blocks = ranks
+            elif blocks != ranks:
+                self.supported = False
+                return
+            self.layers.append((module, torch.cat(a_parts, 0), torch.cat(b_parts, 1)))
+        if not self.layers or blocks is None:
+            self.supported = False
+            return
+        device = self.layers[0][1].device
+        starts = [sum(blocks[:i]) for i in range(len(blocks))]
+        self._onehot = torch.zeros((len(roles), sum(blocks)), device=device, dtype=self.layers[0][1].dtype)
+        for i, (start, rank) in enumerate(zip(starts, blocks, strict=True)):
+            self._onehot[i, start : start + rank] = 1.0
+        self._index = {role: i for i, role in enumerate(roles)}
+        self.mask: torch.Tensor | None = None
+
+    def set_rows(self, roles: list[str]) -> None:
+        """The role of each row of the next forward passes."""
+        index = torch.tensor([self._index[r] for r in roles], device=self._onehot.device)
+        self.mask = self._onehot[index][:, None, :]  # (B, 1, sum of ranks)
+
+    def __enter__(self) -> StackedLoRA:
+        for module, a, b in self.layers:
+            module.forward = self._forward(module.base_layer, a, b)  # an instance attribute shadows the method
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for module, _, _ in self.layers:
+            module.__dict__.pop("forward", None)
+
+    def _forward(self, base: torch.nn.Module, a: torch.Tensor, b: torch.Tensor) -> Any:
+        def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            result = base(x, *args, **kwargs)
+            low = torch.nn.functional.linear(x.to(a.dtype), a) * self.mask  # (B, T, sum of ranks)
+            return result + torch.nn.functional.linear(low, b).to(result.dtype)
+
+        return forward
+
+
 class ContinuousSampler:
     """Continuous batching over a :class:`~joy_agents.policy.TeamPolicy` (see the module documentation).
 
@@ -156,11 +234,14 @@ class ContinuousSampler:
         self._lanes: dict[int, _Lane] = {}
         self._role_lane: dict[str, _Lane] = {}
         self._ends: dict[int, tuple[set[int], tuple[str, ...], list[bool] | None, set[int], int]] = {}
+        self._training: list[torch.nn.Module] = []
+        self._stack: StackedLoRA | None = None
 
     # ------------------------------------------------------------------ requests
     def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
         """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
         ``(key, sample)``."""
+        self.team._check_role(role)
         prompt = [int(t) for t in prompt_ids]
         if len(prompt) < 2:
             raise ValueError(f"a prompt needs at least 2 tokens for continuous batching, got {len(prompt)}")
@@ -206,19 +287,28 @@ class ContinuousSampler:
     def step(self) -> list[tuple[Any, Sample]]:
         """Admit waiting requests, run one decode forward per model with rows, return the finished samples."""
         finished: list[tuple[Any, Sample]] = []
-        was_training = {id(lane.model): lane.model.training for lane in self._lanes.values()}
-        try:
-            with torch.no_grad():
-                for lane in self._lanes.values():
-                    if not (lane.rows or lane.waiting):
-                        continue
-                    lane.model.eval()
-                    self._admit(lane)
-                    finished += self._decode(lane)
-        finally:
+        with torch.no_grad():
             for lane in self._lanes.values():
-                lane.model.train(was_training[id(lane.model)])
+                if not (lane.rows or lane.waiting):
+                    continue
+                if lane.model.training:  # switched once per sampler (walking the modules costs), restored by close
+                    self._training.append(lane.model)
+                    lane.model.eval()
+                self._admit(lane)
+                finished += self._decode(lane)
         return finished
+
+    def close(self) -> None:
+        """Give the models back their training mode (sampling runs them in eval mode)."""
+        for model in self._training:
+            model.train()
+        self._training = []
+
+    def __enter__(self) -> ContinuousSampler:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def _admit(self, lane: _Lane) -> None:
         room = self.max_rows - len(lane.rows)
@@ -234,8 +324,13 @@ class ContinuousSampler:
             prompts = [r.prompt for r in rows]
             layout = prompt_layout(prompts, pad_id, device) if self.team.config.share_prefix else None
             layout = layout or plain_layout(prompts, pad_id, device)
-            model = self.team._activate(role)
-            cache, _ = prefill_shared(model, layout)
+            stacked = self._stacked(lane) if lane.shared else None
+            if stacked is not None:
+                stacked.set_rows([role])  # one role: its mask broadcasts over any number of rows
+            else:
+                self.team._activate(role)
+            with stacked or contextlib.nullcontext():
+                cache, _ = prefill_shared(lane.model, layout)
             self.stats.prefill_forwards += 1 + (layout.common > 0)
             width = layout.ids.shape[1]
             mask = layout.mask[layout.index, : width - 1]  # (n, W-1)
@@ -266,19 +361,23 @@ class ContinuousSampler:
         assert lane.mask is not None and lane.next_ids is not None and lane.next_pos is not None
         roles = [r.role for r in lane.rows]
         extra: dict[str, Any] = {_cache_argument(type(_hf_model(lane.model))): lane.cache}
-        if lane.shared and len(set(roles)) > 1:
-            extra["adapter_names"] = roles  # each row through its own role's adapter
+        stacked = self._stacked(lane) if lane.shared else None
+        if stacked is not None:
+            stacked.set_rows(roles if len(set(roles)) > 1 else roles[:1])  # each row through its role's adapter
+        elif lane.shared and len(set(roles)) > 1:
+            extra["adapter_names"] = roles  # PEFT's mixed batches (LoRA variants)
         else:
             self.team._activate(roles[0])
         mask = torch.cat([lane.mask, lane.mask.new_ones((len(roles), 1))], dim=1)  # (B, T+1)
-        out = lane.model(
-            input_ids=lane.next_ids[:, None],
-            attention_mask=mask,
-            position_ids=lane.next_pos[:, None],
-            use_cache=True,
-            logits_to_keep=1,
-            **extra,
-        )
+        with stacked or contextlib.nullcontext():
+            out = lane.model(
+                input_ids=lane.next_ids[:, None],
+                attention_mask=mask,
+                position_ids=lane.next_pos[:, None],
+                use_cache=True,
+                logits_to_keep=1,
+                **extra,
+            )
         lane.mask = mask
         self.stats.decode_forwards += 1
         self.stats.rows_decoded += len(roles)
@@ -319,6 +418,13 @@ class ContinuousSampler:
             self.stats.samples += 1
         self._retire(lane, {i for i, _ in done})
         return finished
+
+    def _stacked(self, lane: _Lane) -> StackedLoRA | None:
+        """The lane's :class:`StackedLoRA` (built once per sampler), or None where it does not apply."""
+        if self._stack is None:
+            roles = tuple(r for r in self.team.roles if self.team.model_for(r) is lane.model)
+            self._stack = StackedLoRA(lane.model, roles)
+        return self._stack if self._stack.supported else None
 
     def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Tokens and their log-probs (see the module documentation) from raw logits (B, V)."""
@@ -364,14 +470,14 @@ def sample_many(
     ``i``. The ``continuous`` engine decodes every role in the same batches (:class:`ContinuousSampler`);
     ``generate`` (or a model the continuous engine does not support) makes one ``team.generate`` call per role."""
     if engine == "continuous" and continuous_supported(team):
-        sampler = ContinuousSampler(team, sampling, max_rows=max_rows)
         out: list[list[Any]] = [[None] * num_samples for _ in requests]
-        for i, (role, prompt) in enumerate(requests):
-            for j in range(num_samples):
-                sampler.submit(role, prompt, (i, j))
-        while sampler.busy:
-            for (i, j), sample in sampler.step():
-                out[i][j] = sample
+        with ContinuousSampler(team, sampling, max_rows=max_rows) as sampler:
+            for i, (role, prompt) in enumerate(requests):
+                for j in range(num_samples):
+                    sampler.submit(role, prompt, (i, j))
+            while sampler.busy:
+                for (i, j), sample in sampler.step():
+                    out[i][j] = sample
         return out
     by_role: dict[str, list[int]] = {}
     for i, (role, _) in enumerate(requests):

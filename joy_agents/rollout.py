@@ -247,12 +247,13 @@ class RolloutEngine:
             if bar is not None:
                 bar.update(1)
 
-        for i in range(len(envs)):
-            advance(i)
-        while sampler.busy:
-            for (i, memory_ids, cut), sample in sampler.step():
-                self._apply(envs[i], envs[i].agent_selection, sample, nodes[i], memory_ids, cut)
+        with sampler:
+            for i in range(len(envs)):
                 advance(i)
+            while sampler.busy:
+                for (i, memory_ids, cut), sample in sampler.step():
+                    self._apply(envs[i], envs[i].agent_selection, sample, nodes[i], memory_ids, cut)
+                    advance(i)
 
     def _run_per_role(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
         """Steps of one ``generate`` call per role over the episodes waiting on that role."""

@@ -278,6 +278,20 @@ def test_rollout_throughput_shared_figure_on_a_saved_team(sft_run, tmp_path):
     assert result["model"].startswith(f"team {team}") and result["branched_nodes"] == 1
     assert result["shared_tokens"] == result["unshared_tokens"] > 0
     with pytest.raises(SystemExit):
-        bench.main(["--team", team])  # the full benchmark compares against a plain model: not with a team
-    with pytest.raises(SystemExit):
         bench.main(["--shared-only", "--team", str(tmp_path)])
+
+
+def test_rollout_throughput_compares_the_engines_on_the_same_episodes(sft_run, tmp_path):
+    bench = _load("rollout_throughput")
+    team = os.path.join(sft_run, "team")
+    small = ["--episodes", "4", "--max-new-tokens", "6", "--max-cycles", "3", "--max-prompt-tokens", "192"]
+    shared = ["--node-tasks", "1", "--max-nodes", "1", "--group-size", "2", "--shared-repeats", "1"]
+    result = bench.main(["--team", team, *small, *shared, "--out", str(tmp_path / "r.json")])
+    assert json.loads((tmp_path / "r.json").read_text()) == result
+    fast, slow = result["continuous"], result["per_role"]
+    # greedy: the same episodes under both engines, so the same tokens kept
+    assert result["same_greedy_episodes"] == 1.0 and result["continuous_tokens"] == result["per_role_tokens"]
+    assert fast["tokens_kept"] == fast["tokens_computed"] == slow["tokens_kept"] <= slow["tokens_computed"]
+    # every live row in each decode step, against calls per role that each run to their slowest row
+    assert fast["decode_forwards"] <= slow["decode_forwards_per_token"] * result["per_role_tokens"]
+    assert result["ratio_vs_per_role"] > 0 and result["ratio_vs_generate"] > 0

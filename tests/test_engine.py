@@ -1,0 +1,97 @@
+"""The continuous-batching engine: per-row adapters, rows leaving and joining, log-probs, stops."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from joy_agents.engine import ContinuousSampler, StackedLoRA, continuous_supported, sample_many
+from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+
+
+@pytest.fixture(scope="module")
+def team(tiny_dir):
+    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for role in team.roles:
+            for p in team.trainable_parameters(role):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+    return team
+
+
+def _prompt(team, role, text):
+    return team.encode_prompt(role, [{"role": "system", "content": role}, {"role": "user", "content": text}], None)
+
+
+def test_stacked_lora_equals_each_rows_own_adapter(team):
+    model = team.model_for("master")
+    roles = ["math", "qa", "math", "master", "general"]
+    ids = torch.randint(10, 200, (len(roles), 7))
+    with torch.no_grad():
+        expected = []
+        for i, role in enumerate(roles):
+            with team.use_role(role) as m:
+                expected.append(m(input_ids=ids[i : i + 1]).logits)
+        expected = torch.cat(expected)
+        stack = StackedLoRA(model, team.roles)
+        assert stack.supported
+        stack.set_rows(roles)
+        with stack:
+            got = model(input_ids=ids).logits
+        peft_mixed = model(input_ids=ids, adapter_names=roles).logits
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert torch.allclose(peft_mixed, expected, atol=1e-5)
+    assert "forward" not in vars(model.get_base_model().model.layers[0].self_attn.q_proj)  # restored
+
+
+def test_sampled_logprobs_are_the_teacher_forced_ones(team):
+    requests = [(r, _prompt(team, r, f"what is {i} plus {i}?")) for i, r in enumerate(team.roles)]
+    out = sample_many(team, requests, SamplingConfig(temperature=1.0, top_p=0.9, max_new_tokens=10), num_samples=3)
+    assert [len(g) for g in out] == [3] * len(requests)
+    for (role, prompt), group in zip(requests, out, strict=True):
+        lps = team.logprobs(role, [s.prompt_ids for s in group], [s.completion_ids for s in group])
+        for s, lp in zip(group, lps, strict=True):
+            assert s.prompt_ids == prompt and len(s.logprobs) == len(s.completion_ids) == len(lp)
+            assert torch.allclose(torch.tensor(s.logprobs), lp, atol=1e-4)
+
+
+def test_greedy_samples_equal_generate_whatever_joins_when(team):
+    """Requests of every role, more than fit at once: rows leave at their stop and waiting ones join."""
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=12, stop=("</answer>",))
+    requests = [(team.roles[i % len(team.roles)], _prompt(team, team.roles[i % 5], "q" * (i + 1))) for i in range(9)]
+    expected = [team.generate(role, [p], sampling)[0][0] for role, p in requests]
+    for max_rows in (2, 64):
+        with ContinuousSampler(team, sampling, max_rows=max_rows) as sampler:
+            for i, (role, prompt) in enumerate(requests):
+                sampler.submit(role, prompt, i)
+            got = {}
+            while sampler.busy:
+                for key, sample in sampler.step():
+                    got[key] = sample
+        assert sampler.stats.rows_per_forward <= max_rows
+        for i, want in enumerate(expected):
+            assert got[i].completion_ids == want.completion_ids and got[i].finish_reason == want.finish_reason
+            assert got[i].text == want.text
+            assert torch.allclose(torch.tensor(got[i].logprobs), torch.tensor(want.logprobs), atol=1e-4)
+
+
+def test_rows_stop_at_stop_strings_and_token_caps(team, monkeypatch):
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=5, stop=("</answer>",))
+    sampler = ContinuousSampler(team, sampling)
+    sampler.submit("qa", _prompt(team, "qa", "hi"), "a")
+    (key, sample), *_ = [x for _ in range(5) for x in sampler.step()]
+    assert key == "a" and len(sample.completion_ids) <= 5
+    assert sample.finish_reason == ("length" if len(sample.completion_ids) == 5 else "stop")
+    assert not sampler.busy and sampler.stats.tokens_kept == len(sample.completion_ids)
+
+
+def test_bad_requests_are_refused_in_one_line(team):
+    sampler = ContinuousSampler(team, SamplingConfig())
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        sampler.submit("qa", [5], 0)
+    with pytest.raises(KeyError, match="unknown role"):
+        sampler.submit("chef", [5, 6, 7], 0)
+    with pytest.raises(ValueError, match="max_rows"):
+        ContinuousSampler(team, SamplingConfig(), max_rows=0)
+    assert continuous_supported(team)
