@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-cycles", type=int, default=10)
     parser.add_argument("--max-prompt-tokens", type=int, default=416, help="the tiny preset's prompt view")
     parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy, as evaluation")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="default: bfloat16 on a GPU, else float32")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lora-r", type=int, default=4, help="LoRA rank (the tiny preset's)")
     parser.add_argument("--group-size", type=int, default=5, help="G of the node-wise sampling figure")
@@ -80,12 +81,23 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = args.dtype or ("bfloat16" if device == "cuda" else "float32")
     if args.team:
-        team = TeamPolicy.load(args.team)
+        team = TeamPolicy.load(args.team, device=device, dtype=dtype)
     else:
         path = resolve_model(args.model, args.seed)
         style = "compact" if args.model == "tiny-base" else "full"  # tiny-base learnt compact prompts
-        team = TeamPolicy(TeamConfig(model=path, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, prompt_style=style))
+        team = TeamPolicy(
+            TeamConfig(
+                model=path,
+                lora_r=args.lora_r,
+                lora_alpha=2 * args.lora_r,
+                prompt_style=style,
+                device=device,
+                dtype=dtype,
+            )
+        )
     shared = shared_vs_unshared(team, args)
     if args.shared_only:
         result = {
@@ -155,6 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
         "date": time.strftime("%Y-%m-%d"),
         "model": args.model if not args.team else f"team {args.team} (base {base})",
+        "device": device,
+        "dtype": dtype,
         "env_id": args.env,
         "episodes": args.episodes,
         "temperature": args.temperature,

@@ -6,8 +6,10 @@ model and the SFT data.
                                   separate models; batched sampling with token ids and log-probs
                                   (:mod:`joy_agents.policy`)
 ``SamplingConfig`` / ``Sample``   sampling settings and one sampled completion
-``RolloutEngine``                 many episodes at once, one ``generate`` per role per step, env snapshots
-                                  per node (:mod:`joy_agents.rollout`)
+``RolloutEngine``                 many episodes at once, every live turn in one decode batch whatever its
+                                  role, env snapshots per node (:mod:`joy_agents.rollout`)
+``ContinuousSampler``             continuous batching over the team: rows leave at their stop, new requests
+                                  join, one adapter per row (:mod:`joy_agents.engine`)
 ``Branch``                        a start that restores a snapshot and plays a given sample first
 ``MemoryBank``                    reward-driven memory of one role (``MemoryConfig``), retrieval into
                                   prompts (:mod:`joy_agents.memory`)
@@ -29,6 +31,7 @@ _EXPORTS = {
     "TeamConfig": "joy_agents.policy",
     "SamplingConfig": "joy_agents.policy",
     "Sample": "joy_agents.policy",
+    "ContinuousSampler": "joy_agents.engine",
     "RolloutEngine": "joy_agents.rollout",
     "RolloutConfig": "joy_agents.rollout",
     "Trajectory": "joy_agents.rollout",

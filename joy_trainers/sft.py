@@ -369,11 +369,16 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items: Any = None) -
         **extra,
     )
     if plain_head:
-        selected = labels != -100
         head = model.get_output_embeddings()
-        hidden = out.hidden_states[-1][:, :-1][selected]  # (labels, H)
+        hidden = out.hidden_states[-1][:, :-1]  # (B, W-1, H)
+        if "label_index" in inputs:  # the labelled positions, found by the collator: no host sync here
+            index = inputs["label_index"]
+            hidden = hidden.reshape(-1, hidden.size(-1)).index_select(0, index)  # (labels, H)
+            labels = labels.reshape(-1).index_select(0, index)
+        else:
+            selected = labels != -100
+            hidden, labels = hidden[selected], labels[selected]
         logits = head(hidden.to(head.weight.dtype))  # (labels, V)
-        labels = labels[selected]
     else:
         logits = out.logits[:, :-1, :].reshape(-1, out.logits.size(-1))  # the last keep-1 positions
         labels = (labels[:, -keep + 1 :] if keep > 1 else labels[:, :0]).reshape(-1)
@@ -399,6 +404,9 @@ def expand_prefix(inputs: dict[str, Any]) -> dict[str, Any]:
     positions = inputs["position_ids"]
     start = torch.arange(n, dtype=positions.dtype, device=positions.device).expand(rows, n)
     out["position_ids"] = torch.cat([start, positions], dim=1)
+    if "label_index" in inputs:  # flat positions in (B, W-1) move to (B, W-1+n)
+        index, width = inputs["label_index"], inputs["input_ids"].size(1) - 1
+        out["label_index"] = (index // width) * (width + n) + index % width + n
     return out
 
 
