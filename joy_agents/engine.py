@@ -33,6 +33,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from joy_agents.policy import (
@@ -46,6 +47,9 @@ from joy_agents.policy import (
     prompt_layout,
     stop_end_candidates,
 )
+
+MIN_REUSE = 16
+"""Fewest first tokens a prompt must share with a kept prefix for its cache to be reused."""
 
 __all__ = ["ContinuousSampler", "EngineStats", "StackedLoRA", "continuous_supported", "sample_many"]
 
@@ -74,6 +78,10 @@ class EngineStats:
     tokens_kept: int = 0
     """Tokens of the finished samples."""
     samples: int = 0
+    prompt_tokens: int = 0
+    """Tokens of the prompts admitted (all but their last token go through prefill or come from a kept cache)."""
+    reused_tokens: int = 0
+    """Prompt tokens whose keys and values came from a kept prefix instead of a prefill."""
 
     @property
     def tokens_computed(self) -> int:
@@ -91,6 +99,8 @@ class EngineStats:
             "tokens_computed": self.rows_decoded,
             "tokens_kept": self.tokens_kept,
             "samples": self.samples,
+            "prompt_tokens": self.prompt_tokens,
+            "reused_tokens": self.reused_tokens,
         }
 
 
@@ -101,6 +111,24 @@ class _Row:
     prompt: list[int]
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Prefix:
+    """The KV cache of a finished row's tokens, kept for later prompts of the same role that start with them."""
+
+    role: str
+    tokens: np.ndarray  # (L,)
+    keys: list[torch.Tensor]  # per layer (heads, L, dim)
+    values: list[torch.Tensor]
+    used: int = 0
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many first tokens ``a`` and ``b`` share."""
+    k = min(len(a), len(b))
+    same = a[:k] == b[:k]
+    return k if bool(same.all()) else int(same.argmin())
 
 
 class _Lane:
@@ -116,6 +144,8 @@ class _Lane:
         self.mask: torch.Tensor | None = None  # (B, T)
         self.next_ids: torch.Tensor | None = None  # (B,)
         self.next_pos: torch.Tensor | None = None  # (B,)
+        self.prefixes: list[_Prefix] = []
+        self.prefix_tokens = 0
 
 
 def _left_pad_to(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
@@ -220,14 +250,21 @@ class ContinuousSampler:
     """Continuous batching over a :class:`~joy_agents.policy.TeamPolicy` (see the module documentation).
 
     ``max_rows`` caps the rows decoded together per model; more requests wait for a free row.
+    ``prefix_tokens`` caps the tokens of finished rows whose KV cache is kept (least recently used first out) for
+    later prompts of the same role that start with the same tokens: the next turn of an episode (its prompt is the
+    last one plus the turn and what came back) and the system prompt and tools every prompt of a role starts with
+    prefill only what they add.
     """
 
-    def __init__(self, team: Any, sampling: SamplingConfig, max_rows: int = 256) -> None:
+    def __init__(self, team: Any, sampling: SamplingConfig, max_rows: int = 256, prefix_tokens: int = 32768) -> None:
         if not isinstance(sampling, SamplingConfig):
             raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
             raise ValueError(f"max_rows must be an int >= 1, got {max_rows!r}")
+        if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
+            raise ValueError(f"prefix_tokens must be an int >= 0 (0: keep none), got {prefix_tokens!r}")
         self.team = team
+        self.prefix_tokens = prefix_tokens
         self.sampling = sampling
         self.max_rows = max_rows
         self.stats = EngineStats()
@@ -236,6 +273,7 @@ class ContinuousSampler:
         self._ends: dict[int, tuple[set[int], tuple[str, ...], list[bool] | None, set[int], int]] = {}
         self._training: list[torch.nn.Module] = []
         self._stack: StackedLoRA | None = None
+        self._clock = 0
 
     # ------------------------------------------------------------------ requests
     def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
@@ -315,28 +353,134 @@ class ContinuousSampler:
         if room <= 0 or not lane.waiting:
             return
         joiners = [lane.waiting.popleft() for _ in range(min(room, len(lane.waiting)))]
+        self.stats.prompt_tokens += sum(len(r.prompt) for r in joiners)
         by_role: dict[str, list[_Row]] = {}
+        reusing: dict[str, list[tuple[_Row, _Prefix, int]]] = {}
         for row in joiners:
-            by_role.setdefault(row.role, []).append(row)
+            found = self._find_prefix(lane, row)
+            if found is None:
+                by_role.setdefault(row.role, []).append(row)
+            else:
+                reusing.setdefault(row.role, []).append((row, *found))
+        for role, rows in by_role.items():
+            self._prefill(lane, role, rows)
+        for role, items in reusing.items():
+            self._extend(lane, role, items)
+
+    def _adapter(self, lane: _Lane, role: str) -> Any:
+        """A context in which ``lane.model`` runs ``role``'s adapter for every row."""
+        stacked = self._stacked(lane) if lane.shared else None
+        if stacked is None:
+            self.team._activate(role)
+            return contextlib.nullcontext()
+        stacked.set_rows([role])  # one role: its mask broadcasts over any number of rows
+        return stacked
+
+    def _prefill(self, lane: _Lane, role: str, rows: list[_Row]) -> None:
+        """Prefill the prompts of ``rows`` (all ``role``'s), shared parts once, and add them to the batch."""
         device = self.team.device
         pad_id = int(lane.tokenizer.pad_token_id)
-        for role, rows in by_role.items():
-            prompts = [r.prompt for r in rows]
-            layout = prompt_layout(prompts, pad_id, device) if self.team.config.share_prefix else None
-            layout = layout or plain_layout(prompts, pad_id, device)
-            stacked = self._stacked(lane) if lane.shared else None
-            if stacked is not None:
-                stacked.set_rows([role])  # one role: its mask broadcasts over any number of rows
-            else:
-                self.team._activate(role)
-            with stacked or contextlib.nullcontext():
-                cache, _ = prefill_shared(lane.model, layout)
-            self.stats.prefill_forwards += 1 + (layout.common > 0)
-            width = layout.ids.shape[1]
-            mask = layout.mask[layout.index, : width - 1]  # (n, W-1)
-            last = layout.ids[layout.index, width - 1]  # (n,)
-            pos = layout.positions[layout.index, width - 1]  # (n,)
-            self._merge(lane, rows, cache, mask, last, pos)
+        prompts = [r.prompt for r in rows]
+        layout = prompt_layout(prompts, pad_id, device) if self.team.config.share_prefix else None
+        layout = layout or plain_layout(prompts, pad_id, device)
+        with self._adapter(lane, role):
+            cache, _ = prefill_shared(lane.model, layout)
+        self.stats.prefill_forwards += 1 + (layout.common > 0)
+        width = layout.ids.shape[1]
+        mask = layout.mask[layout.index, : width - 1]  # (n, W-1)
+        last = layout.ids[layout.index, width - 1]  # (n,)
+        pos = layout.positions[layout.index, width - 1]  # (n,)
+        self._merge(lane, rows, cache, mask, last, pos)
+
+    def _find_prefix(self, lane: _Lane, row: _Row) -> tuple[_Prefix, int] | None:
+        """The kept prefix of ``row``'s role sharing the most first tokens with its prompt (all but the last
+        token), and how many; None under ``MIN_REUSE`` tokens."""
+        if not lane.prefixes:
+            return None
+        need = np.asarray(row.prompt[:-1])
+        best, length = None, 0
+        for entry in lane.prefixes:
+            if entry.role == row.role:
+                n = common_prefix(entry.tokens, need)
+                if n > length:
+                    best, length = entry, n
+        if best is None or length < MIN_REUSE:
+            return None
+        return best, length
+
+    def _extend(self, lane: _Lane, role: str, items: list[tuple[_Row, _Prefix, int]]) -> None:
+        """Add rows whose prompts start with kept prefixes: each row's kept keys and values (right-aligned), then
+        one forward over the rest of every prompt but its last token, padding between them masked out."""
+        from transformers import DynamicCache
+
+        device = self.team.device
+        pad_id = int(lane.tokenizer.pad_token_id)
+        self.stats.reused_tokens += sum(n for _, _, n in items)
+        kept = max(n for _, _, n in items)
+        rests = [row.prompt[n:-1] for row, _, n in items]
+        width = max(len(r) for r in rests)
+        layers = len(items[0][1].keys)
+        cache = DynamicCache(config=_hf_model(lane.model).config)
+        for layer in range(layers):
+            keys = torch.stack([_left_pad_to(e.keys[layer][:, :n], kept, 1) for _, e, n in items])  # (n, H, K, D)
+            values = torch.stack([_left_pad_to(e.values[layer][:, :n], kept, 1) for _, e, n in items])
+            cache.update(keys, values, layer)
+        for _, entry, _ in items:
+            self._clock += 1
+            entry.used = self._clock
+        mask = torch.zeros((len(items), kept + width), dtype=torch.long)
+        ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+        positions = torch.zeros((len(items), width), dtype=torch.long)
+        for i, ((_, _, n), rest) in enumerate(zip(items, rests, strict=True)):
+            mask[i, kept - n : kept] = 1
+            if rest:
+                ids[i, width - len(rest) :] = torch.tensor(rest)
+                mask[i, kept + width - len(rest) :] = 1
+                positions[i, width - len(rest) :] = torch.arange(n, n + len(rest))
+        mask, ids, positions = mask.to(device), ids.to(device), positions.to(device)
+        if width:
+            with self._adapter(lane, role):
+                lane.model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    use_cache=True,
+                    logits_to_keep=1,
+                    **{_cache_argument(type(_hf_model(lane.model))): cache},
+                )
+            self.stats.prefill_forwards += 1
+        rows = [row for row, _, _ in items]
+        last = torch.tensor([row.prompt[-1] for row in rows], device=device)
+        pos = torch.tensor([len(row.prompt) - 1 for row in rows], device=device)
+        self._merge(lane, rows, cache, mask, last, pos)
+
+    def _keep_prefixes(self, lane: _Lane, finished: list[int]) -> None:
+        """Keep the KV cache of the finished rows (their prompt and completion but the last token)."""
+        assert lane.mask is not None
+        for i in finished:
+            row = lane.rows[i]
+            tokens = np.asarray((row.prompt + row.tokens)[:-1])
+            if len(tokens) > self.prefix_tokens or any(
+                e.role == row.role and len(e.tokens) == len(tokens) and bool((e.tokens == tokens).all())
+                for e in lane.prefixes
+            ):
+                continue
+            columns = lane.mask[i].nonzero().squeeze(1)  # the row's own columns, padding left out
+            layers = _layers(lane.cache)
+            self._clock += 1
+            entry = _Prefix(
+                row.role,
+                tokens,
+                [layer.keys[i].index_select(1, columns) for layer in layers],
+                [layer.values[i].index_select(1, columns) for layer in layers],
+                self._clock,
+            )
+            lane.prefixes.append(entry)
+            lane.prefix_tokens += len(tokens)
+        while lane.prefix_tokens > self.prefix_tokens:
+            oldest = min(lane.prefixes, key=lambda e: e.used)
+            lane.prefixes.remove(oldest)
+            lane.prefix_tokens -= len(oldest.tokens)
 
     def _merge(
         self, lane: _Lane, rows: list[_Row], cache: Any, mask: torch.Tensor, last: torch.Tensor, pos: torch.Tensor
@@ -416,6 +560,8 @@ class ContinuousSampler:
             finished.append((row.key, sample))
             self.stats.tokens_kept += len(row.tokens)
             self.stats.samples += 1
+        if self.prefix_tokens:
+            self._keep_prefixes(lane, [i for i, _ in done])
         self._retire(lane, {i for i, _ in done})
         return finished
 

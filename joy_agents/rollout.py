@@ -119,6 +119,9 @@ class RolloutConfig:
     cache it cannot rearrange (:func:`~joy_agents.engine.continuous_supported`)."""
     max_batch_rows: int = 256
     """Rows decoded together per model by the ``continuous`` engine; further turns wait for a free row."""
+    prefix_tokens: int = 32768
+    """Tokens of finished turns whose KV cache the ``continuous`` engine keeps, so that an episode's next turn of
+    the same role and prompts with the same start prefill only what is new (0: keep none)."""
 
     def __post_init__(self) -> None:
         if self.max_prompt_tokens < 16:
@@ -233,7 +236,9 @@ class RolloutEngine:
     def _run_continuous(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
         """Every episode's pending turn in the continuous engine: a finished turn is applied at once and the
         episode's next turn joins the running batch."""
-        sampler = ContinuousSampler(self.policy, sampling, max_rows=self.config.max_batch_rows)
+        sampler = ContinuousSampler(
+            self.policy, sampling, max_rows=self.config.max_batch_rows, prefix_tokens=self.config.prefix_tokens
+        )
         self.stats = sampler.stats
 
         def advance(i: int) -> None:

@@ -27,7 +27,7 @@ def _prompt(team, role, text):
 def test_stacked_lora_equals_each_rows_own_adapter(team):
     model = team.model_for("master")
     roles = ["math", "qa", "math", "master", "general"]
-    ids = torch.randint(10, 200, (len(roles), 7))
+    ids = torch.randint(10, 200, (len(roles), 7), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         expected = []
         for i, role in enumerate(roles):
@@ -40,8 +40,8 @@ def test_stacked_lora_equals_each_rows_own_adapter(team):
         with stack:
             got = model(input_ids=ids).logits
         peft_mixed = model(input_ids=ids, adapter_names=roles).logits
-    assert torch.allclose(got, expected, atol=1e-5)
-    assert torch.allclose(peft_mixed, expected, atol=1e-5)
+    assert torch.allclose(got, expected, atol=1e-4)
+    assert torch.allclose(peft_mixed, expected, atol=1e-4)
     assert "forward" not in vars(model.get_base_model().model.layers[0].self_attn.q_proj)  # restored
 
 
@@ -95,3 +95,56 @@ def test_bad_requests_are_refused_in_one_line(team):
     with pytest.raises(ValueError, match="max_rows"):
         ContinuousSampler(team, SamplingConfig(), max_rows=0)
     assert continuous_supported(team)
+
+
+def _drain(sampler):
+    out = {}
+    while sampler.busy:
+        for key, sample in sampler.step():
+            out[key] = sample
+    return out
+
+
+def test_a_prompt_that_extends_a_finished_turn_reuses_its_cache(team):
+    """An episode's next turn (its last prompt, the turn, what came back) prefills only what it adds, with the
+    samples of a fresh prefill; another role never reuses it."""
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=8)
+    first = _prompt(team, "math", "what is 2 plus 3?")
+    with ContinuousSampler(team, sampling) as sampler:
+        sampler.submit("math", first, "first")
+        turn = _drain(sampler)["first"]
+        follow = team.tokenizer.encode("\nresult: 5\nso?", add_special_tokens=False)
+        second = first + turn.completion_ids + follow
+        sampler.submit("math", second, "second")
+        sampler.submit("qa", second, "other role")
+        got = _drain(sampler)
+        stats = sampler.stats
+    assert stats.reused_tokens == len(first) + len(turn.completion_ids) - 1  # the first turn's cached tokens
+    assert stats.prompt_tokens == len(first) + 2 * len(second)
+    for key, role in (("second", "math"), ("other role", "qa")):
+        want = team.generate(role, [second], sampling)[0][0]
+        assert got[key].completion_ids == want.completion_ids
+        assert torch.allclose(torch.tensor(got[key].logprobs), torch.tensor(want.logprobs), atol=1e-4)
+
+
+def test_kept_prefixes_stay_under_their_token_cap(team):
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=4)
+    system = "You answer questions about the shop, its orders, returns and coupons, in one short sentence."
+    prompts = [
+        team.encode_prompt("qa", [{"role": "system", "content": system}, {"role": "user", "content": f"q{i}?"}], None)
+        for i in range(4)
+    ]
+    cap = len(prompts[0]) + 10  # room for one finished row's tokens, not two
+    with ContinuousSampler(team, sampling, prefix_tokens=cap) as sampler:
+        for i, p in enumerate(prompts):
+            sampler.submit("qa", p, i)
+            _drain(sampler)
+            lane = next(iter(sampler._lanes.values()))
+            assert lane.prefix_tokens <= cap and len(lane.prefixes) == 1
+        # every later prompt shared the role's start with the one kept before it
+        assert sampler.stats.reused_tokens >= 3 * 16
+    with ContinuousSampler(team, sampling, prefix_tokens=0) as sampler:
+        for i, p in enumerate(prompts):
+            sampler.submit("qa", p, i)
+            _drain(sampler)
+        assert sampler.stats.reused_tokens == 0
