@@ -7,7 +7,8 @@ ONE optimiser step on all N * G completions (clipped ratio loss, k3 KL to the re
 AdamW, gradient clipping at 1.0).
 
 - **Ours**: :class:`joy_agents.policy.TeamPolicy` (one role, one LoRA adapter, or full weights with
-  ``--no-lora``), its batched ``generate`` (token ids and sampling-time log-probs), then
+  ``--no-lora``), sampled by the trainers' continuous engine (:func:`joy_agents.engine.sample_many`: token ids and
+  sampling-time log-probs, each prompt prefilled once for its G samples, rows leaving at their stop), then
   :func:`joy_trainers.losses.group_advantages` and :func:`joy_trainers.rl.policy_update` with the optimiser
   of :func:`joy_trainers.rl.make_optimizers` and, when ``beta > 0``, a :class:`joy_trainers.rl.ReferencePolicy`
   taken before the first step (one micro-batch of N * G rows, as TRL's batch).
@@ -24,7 +25,7 @@ a warm-up step on each side, then ``--rounds`` rounds of ``--steps`` steps of ou
 TRL, so machine noise hits both; figures are medians over the timed steps.
 
 Timing. Ours: a step runs from the generate call to the end of ``policy_update`` (optimiser step included);
-``generate`` is ``TeamPolicy.generate`` plus decoding the texts, ``update`` the rest (reward, advantages,
+``generate`` is ``sample_many`` plus decoding the texts, ``update`` the rest (reward, advantages,
 reference forward, forward/backward, optimiser). TRL: a step runs from ``on_step_begin`` to ``on_step_end``
 of a trainer callback (so it includes the optimiser step and gradient clipping, not the periodic logging);
 ``generate`` is the trainer's ``_generate`` (tokenising, ``model.generate``, decoding), ``update`` the rest
@@ -118,7 +119,7 @@ def _max_change(params: list[Any], before: list[Any]) -> float:
 
 
 class OurSide:
-    """Our GRPO step: ``TeamPolicy.generate`` -> rewards -> ``group_advantages`` -> ``policy_update``."""
+    """Our GRPO step: ``sample_many`` -> rewards -> ``group_advantages`` -> ``policy_update``."""
 
     def __init__(self, args: argparse.Namespace, prompts: list[dict[str, Any]]) -> None:
         import torch
@@ -179,13 +180,15 @@ class OurSide:
         """One GRPO step; returns its seconds (total, generate, update, reference) and completion tokens."""
         import torch
 
+        from joy_agents.engine import sample_many
         from joy_trainers.losses import group_advantages
         from joy_trainers.rl import policy_update
 
         g = self.args.group_size
         self._reference_s = 0.0
         start = _now()
-        groups = self.team.generate(ROLE, self.prompt_ids, self.sampling, num_samples=g)
+        # the trainers' sampling path: the continuous engine (each prompt prefilled once for its G samples)
+        groups = sample_many(self.team, [(ROLE, p) for p in self.prompt_ids], self.sampling, g)
         samples = [s for group in groups for s in group]
         texts = self.tokenizer.batch_decode([s.completion_ids for s in samples], skip_special_tokens=True)
         generated = _now()
