@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from joy_agents.kv_slots import SlotBatch
 from joy_agents.policy import (
     Sample,
     SamplingConfig,
@@ -132,20 +133,21 @@ def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
 
 
 class _Lane:
-    """The running batch of one model: its rows, their KV cache, attention mask and next inputs."""
+    """The running batch of one model (:class:`~joy_agents.kv_slots.SlotBatch`), its waiting rows and kept
+    prefixes."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, shared: bool) -> None:
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, shared: bool, device: torch.device) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.shared = shared  # a PeftModel holding several roles' adapters
-        self.rows: list[_Row] = []
+        self.batch = SlotBatch(_hf_model(model).config, device, int(tokenizer.pad_token_id))
         self.waiting: collections.deque[_Row] = collections.deque()
-        self.cache: Any = None
-        self.mask: torch.Tensor | None = None  # (B, T)
-        self.next_ids: torch.Tensor | None = None  # (B,)
-        self.next_pos: torch.Tensor | None = None  # (B,)
         self.prefixes: list[_Prefix] = []
         self.prefix_tokens = 0
+
+    @property
+    def running(self) -> int:
+        return len(self.batch.live)
 
 
 def _left_pad_to(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
@@ -155,18 +157,6 @@ def _left_pad_to(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
     shape = list(t.shape)
     shape[dim] = extra
     return torch.cat([t.new_zeros(shape), t], dim=dim)
-
-
-def _layers(cache: Any) -> list[Any]:
-    from transformers.cache_utils import DynamicLayer
-
-    layers = list(getattr(cache, "layers", None) or [])
-    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
-        raise NotImplementedError(
-            f"continuous batching needs a DynamicCache of plain layers, got {type(cache).__name__} with "
-            f"{sorted({type(layer).__name__ for layer in layers})}; use RolloutConfig(engine='generate')"
-        )
-    return layers
 
 
 class StackedLoRA:
@@ -291,14 +281,14 @@ class ContinuousSampler:
     @property
     def busy(self) -> bool:
         """Whether requests are running or waiting."""
-        return any(lane.rows or lane.waiting for lane in self._lanes.values())
+        return any(lane.running or lane.waiting for lane in self._lanes.values())
 
     def _lane(self, role: str) -> _Lane:
         if role not in self._role_lane:
             model = self.team.model_for(role)
             if id(model) not in self._lanes:
                 shared = model is getattr(self.team, "_shared", None)
-                self._lanes[id(model)] = _Lane(model, self.team.tokenizer_for(role), shared)
+                self._lanes[id(model)] = _Lane(model, self.team.tokenizer_for(role), shared, self.team.device)
             self._role_lane[role] = self._lanes[id(model)]
         return self._role_lane[role]
 
@@ -327,7 +317,7 @@ class ContinuousSampler:
         finished: list[tuple[Any, Sample]] = []
         with torch.no_grad():
             for lane in self._lanes.values():
-                if not (lane.rows or lane.waiting):
+                if not (lane.running or lane.waiting):
                     continue
                 if lane.model.training:  # switched once per sampler (walking the modules costs), restored by close
                     self._training.append(lane.model)
@@ -349,7 +339,7 @@ class ContinuousSampler:
         self.close()
 
     def _admit(self, lane: _Lane) -> None:
-        room = self.max_rows - len(lane.rows)
+        room = self.max_rows - lane.running
         if room <= 0 or not lane.waiting:
             return
         joiners = [lane.waiting.popleft() for _ in range(min(room, len(lane.waiting)))]
@@ -390,7 +380,7 @@ class ContinuousSampler:
         mask = layout.mask[layout.index, : width - 1]  # (n, W-1)
         last = layout.ids[layout.index, width - 1]  # (n,)
         pos = layout.positions[layout.index, width - 1]  # (n,)
-        self._merge(lane, rows, cache, mask, last, pos)
+        lane.batch.add(rows, cache, mask, last, pos)
 
     def _find_prefix(self, lane: _Lane, row: _Row) -> tuple[_Prefix, int] | None:
         """The kept prefix of ``row``'s role sharing the most first tokens with its prompt (all but the last
@@ -452,86 +442,59 @@ class ContinuousSampler:
         rows = [row for row, _, _ in items]
         last = torch.tensor([row.prompt[-1] for row in rows], device=device)
         pos = torch.tensor([len(row.prompt) - 1 for row in rows], device=device)
-        self._merge(lane, rows, cache, mask, last, pos)
+        lane.batch.add(rows, cache, mask, last, pos)
 
     def _keep_prefixes(self, lane: _Lane, finished: list[int]) -> None:
-        """Keep the KV cache of the finished rows (their prompt and completion but the last token)."""
-        assert lane.mask is not None
+        """Keep the KV cache of the finished slots' rows (their prompt and completion but the last token)."""
         for i in finished:
-            row = lane.rows[i]
+            row = lane.batch.rows[i]
             tokens = np.asarray((row.prompt + row.tokens)[:-1])
             if len(tokens) > self.prefix_tokens or any(
                 e.role == row.role and len(e.tokens) == len(tokens) and bool((e.tokens == tokens).all())
                 for e in lane.prefixes
             ):
                 continue
-            columns = lane.mask[i].nonzero().squeeze(1)  # the row's own columns, padding left out
-            layers = _layers(lane.cache)
+            keys, values = lane.batch.row_kv(i)
             self._clock += 1
-            entry = _Prefix(
-                row.role,
-                tokens,
-                [layer.keys[i].index_select(1, columns) for layer in layers],
-                [layer.values[i].index_select(1, columns) for layer in layers],
-                self._clock,
-            )
-            lane.prefixes.append(entry)
+            lane.prefixes.append(_Prefix(row.role, tokens, keys, values, self._clock))
             lane.prefix_tokens += len(tokens)
         while lane.prefix_tokens > self.prefix_tokens:
             oldest = min(lane.prefixes, key=lambda e: e.used)
             lane.prefixes.remove(oldest)
             lane.prefix_tokens -= len(oldest.tokens)
 
-    def _merge(
-        self, lane: _Lane, rows: list[_Row], cache: Any, mask: torch.Tensor, last: torch.Tensor, pos: torch.Tensor
-    ) -> None:
-        """Append ``rows`` (with their prefilled cache) to the lane's batch, left-padding the shorter side."""
-        if lane.cache is None:
-            _layers(cache)
-            lane.cache, lane.mask, lane.next_ids, lane.next_pos = cache, mask, last, pos
-            lane.rows = list(rows)
-            return
-        assert lane.mask is not None and lane.next_ids is not None and lane.next_pos is not None
-        width = max(lane.mask.shape[1], mask.shape[1])
-        for old, new in zip(_layers(lane.cache), _layers(cache), strict=True):
-            old.keys = torch.cat([_left_pad_to(old.keys, width, 2), _left_pad_to(new.keys, width, 2)], dim=0)
-            old.values = torch.cat([_left_pad_to(old.values, width, 2), _left_pad_to(new.values, width, 2)], dim=0)
-        lane.mask = torch.cat([_left_pad_to(lane.mask, width, 1), _left_pad_to(mask, width, 1)], dim=0)
-        lane.next_ids = torch.cat([lane.next_ids, last])
-        lane.next_pos = torch.cat([lane.next_pos, pos])
-        lane.rows += rows
-
     def _decode(self, lane: _Lane) -> list[tuple[Any, Sample]]:
-        assert lane.mask is not None and lane.next_ids is not None and lane.next_pos is not None
-        roles = [r.role for r in lane.rows]
-        extra: dict[str, Any] = {_cache_argument(type(_hf_model(lane.model))): lane.cache}
+        batch = lane.batch
+        live = batch.live
+        first = batch.rows[live[0]].role
+        roles = [r.role if r is not None else first for r in batch.rows]  # a free slot runs any role
+        extra: dict[str, Any] = {_cache_argument(type(_hf_model(lane.model))): batch.cache}
         stacked = self._stacked(lane) if lane.shared else None
         if stacked is not None:
             stacked.set_rows(roles if len(set(roles)) > 1 else roles[:1])  # each row through its role's adapter
         elif lane.shared and len(set(roles)) > 1:
             extra["adapter_names"] = roles  # PEFT's mixed batches (LoRA variants)
         else:
-            self.team._activate(roles[0])
-        mask = torch.cat([lane.mask, lane.mask.new_ones((len(roles), 1))], dim=1)  # (B, T+1)
+            self.team._activate(first)
+        input_ids, mask, positions = batch.inputs()
         with stacked or contextlib.nullcontext():
             out = lane.model(
-                input_ids=lane.next_ids[:, None],
+                input_ids=input_ids,
                 attention_mask=mask,
-                position_ids=lane.next_pos[:, None],
+                position_ids=positions,
                 use_cache=True,
                 logits_to_keep=1,
                 **extra,
             )
-        lane.mask = mask
         self.stats.decode_forwards += 1
         self.stats.rows_decoded += len(roles)
         tokens, logprobs = self._sample(out.logits[:, -1])  # (B,), (B,)
-        lane.next_ids, lane.next_pos = tokens, lane.next_pos + 1
+        batch.advance(tokens)
         ids, lps = tokens.tolist(), logprobs.tolist()  # the one host copy of the step
-        ends, text_stops, candidates, hidden, tail = self._end_rules(lane, roles[0])
+        ends, text_stops, candidates, hidden, tail = self._end_rules(lane, first)
         done: list[tuple[int, str]] = []
-        for i, row in enumerate(lane.rows):
-            tok = ids[i]
+        for i in live:
+            row, tok = batch.rows[i], ids[i]
             row.tokens.append(tok)
             row.logprobs.append(lps[i])
             if tok in ends:
@@ -550,19 +513,18 @@ class ContinuousSampler:
             return []
         finished = []
         texts = lane.tokenizer.batch_decode(
-            [[t for t in lane.rows[i].tokens if t not in hidden] for i, _ in done],
+            [[t for t in batch.rows[i].tokens if t not in hidden] for i, _ in done],
             skip_special_tokens=False,
             clean_up_tokenization_spaces=False,
         )
         for (i, reason), text in zip(done, texts, strict=True):
-            row = lane.rows[i]
-            sample = Sample(list(row.prompt), row.tokens, row.logprobs, text, reason)
-            finished.append((row.key, sample))
+            row = batch.rows[i]
+            finished.append((row.key, Sample(list(row.prompt), row.tokens, row.logprobs, text, reason)))
             self.stats.tokens_kept += len(row.tokens)
             self.stats.samples += 1
         if self.prefix_tokens:
             self._keep_prefixes(lane, [i for i, _ in done])
-        self._retire(lane, {i for i, _ in done})
+        batch.remove([i for i, _ in done])
         return finished
 
     def _stacked(self, lane: _Lane) -> StackedLoRA | None:
@@ -585,23 +547,6 @@ class ContinuousSampler:
             tokens = torch.multinomial(kept.softmax(-1), 1).squeeze(1)
         picked = scaled.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(scaled, dim=-1)
         return tokens, picked
-
-    def _retire(self, lane: _Lane, gone: set[int]) -> None:
-        """Drop finished rows from the batch and the cache columns no remaining row uses."""
-        keep = [i for i in range(len(lane.rows)) if i not in gone]
-        lane.rows = [lane.rows[i] for i in keep]
-        if not keep:
-            lane.cache = lane.mask = lane.next_ids = lane.next_pos = None
-            return
-        assert lane.mask is not None and lane.next_ids is not None and lane.next_pos is not None
-        index = torch.tensor(keep, device=lane.mask.device)
-        mask = lane.mask[index]
-        start = int(mask.any(0).int().argmax())  # first column a remaining row attends to
-        for layer in _layers(lane.cache):
-            layer.keys = layer.keys[index, :, start:]
-            layer.values = layer.values[index, :, start:]
-        lane.mask = mask[:, start:]
-        lane.next_ids, lane.next_pos = lane.next_ids[index], lane.next_pos[index]
 
 
 def sample_many(

@@ -291,7 +291,8 @@ def test_rollout_throughput_compares_the_engines_on_the_same_episodes(sft_run, t
     fast, slow = result["continuous"], result["per_role"]
     # greedy: the same episodes under both engines, so the same tokens kept
     assert result["same_greedy_episodes"] == 1.0 and result["continuous_tokens"] == result["per_role_tokens"]
-    assert fast["tokens_kept"] == fast["tokens_computed"] == slow["tokens_kept"] <= slow["tokens_computed"]
+    assert fast["tokens_kept"] == slow["tokens_kept"] <= slow["tokens_computed"]
+    assert fast["tokens_kept"] <= fast["tokens_computed"]
     # every live row in each decode step, against calls per role that each run to their slowest row
     assert fast["decode_forwards"] <= slow["decode_forwards_per_token"] * result["per_role_tokens"]
     assert result["ratio_vs_per_role"] > 0 and result["ratio_vs_generate"] > 0

@@ -148,3 +148,22 @@ def test_kept_prefixes_stay_under_their_token_cap(team):
             sampler.submit("qa", p, i)
             _drain(sampler)
         assert sampler.stats.reused_tokens == 0
+
+
+def test_slot_batch_reuses_free_slots_and_compacts(team):
+    """Rows leaving and joining at every step: free slots are refilled in place, and samples stay those of
+    generate whatever the batch went through."""
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=6)
+    requests = [(team.roles[i % 5], _prompt(team, team.roles[i % 5], "x" * (1 + 7 * i))) for i in range(12)]
+    expected = [team.generate(role, [p], sampling)[0][0].completion_ids for role, p in requests]
+    with ContinuousSampler(team, sampling, max_rows=4, prefix_tokens=0) as sampler:
+        for i, (role, prompt) in enumerate(requests):
+            sampler.submit(role, prompt, i)
+        got, widths = {}, []
+        while sampler.busy:
+            for key, sample in sampler.step():
+                got[key] = sample.completion_ids
+            batch = next(iter(sampler._lanes.values())).batch
+            widths.append(len(batch.rows))
+    assert [got[i] for i in range(len(requests))] == expected
+    assert max(widths) <= 4  # slots are reused: the batch never grows past max_rows

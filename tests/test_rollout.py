@@ -92,7 +92,7 @@ def test_continuous_engine_plays_the_same_greedy_episodes_as_per_role_generate(d
             assert torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4)
     stats = engine.stats
     assert stats.tokens_kept == sum(t.generated_tokens for t in continuous)
-    assert stats.tokens_computed == stats.tokens_kept  # a row leaves the batch at its last token
+    assert stats.tokens_computed >= stats.tokens_kept  # free slots decode until reused or compacted away
     assert stats.rows_per_forward <= max_rows
 
 
