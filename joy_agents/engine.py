@@ -5,25 +5,30 @@ the default). Requests (a role and its prompt ids) are submitted at any time; ea
 runs ONE decode forward per model over every running row and returns the samples that finished in it:
 
 * **one batch for all roles**: roles that share the base model (one LoRA adapter each) decode together, each
-  row through its own adapter (PEFT's mixed adapter batches, ``adapter_names=``); a role with a separate model
-  has a batch (a *lane*) of its own;
-* **rows that finish make room**: a row leaves the batch at its stop token or its token cap, its KV cache rows
-  are dropped, and waiting requests join the running batch at the next step (their prompts prefilled, a prompt
-  shared by several rows and the start that the joiners of a role share computed once,
-  :func:`~joy_agents.policy.prefill_shared`); so a call never runs until its slowest row ends, and an episode
-  whose turn ended submits its next turn while the others decode;
-* the KV cache is the model's own ``DynamicCache``; rows of different lengths sit left-padded in it (padding is
-  masked out and positions count real tokens only, as in ``generate``), and columns no row uses any more are cut.
+  row through its own adapter (:class:`StackedLoRA`: every role's adapter in two matrix products per layer;
+  PEFT's ``adapter_names=`` for LoRA variants it does not cover); a role with a separate model has a batch (a
+  *lane*) of its own;
+* **rows that finish make room**: a row leaves the batch at its stop token or its token cap and frees its slot of
+  the KV cache, and waiting requests join at the next step (their prompts prefilled, a prompt shared by several
+  rows and the start that the joiners of a role share computed once, :func:`~joy_agents.policy.prefill_shared`);
+  so nothing waits for the slowest row, and an episode whose turn ended submits its next turn while the others
+  decode. The cache lives in slots with room to grow (:mod:`joy_agents.kv_slots`): a decode step writes one
+  column in place, a joiner writes its own slot;
+* **kept prefixes**: the KV cache of finished rows is kept (up to ``prefix_tokens``), and a prompt of the same
+  role that starts with a kept row's tokens (the episode's next turn, or any prompt with the same system prompt
+  and tools) prefills only the rest.
 
 Sampling is that of :meth:`~joy_agents.policy.TeamPolicy.generate`: ``temperature == 0`` is greedy, otherwise
 ``softmax(logits / temperature)`` within the ``top_p`` nucleus; ``Sample.logprobs`` are ``log_softmax(logits /
 temperature)`` of the raw logits at the sampled tokens (temperature 1 when greedy), the quantity
 ``TeamPolicy.logprobs`` recomputes for the update; stops are the same (end-of-turn and EOS ids, ``stop``
 strings found in the decoded tail of a row whose last token can complete one). Each step copies its sampled
-tokens to the host once (the scheduler needs them to retire rows); nothing else syncs.
+tokens to the host once (the scheduler needs them to retire rows); keeping a finished row's prefix and a
+compaction add one copy each, only in the steps where they happen.
 
 Models whose cache is not a plain per-layer key/value cache (sliding-window or other special attention layers)
-are refused by :func:`continuous_supported`; the rollout engine then uses ``generate`` per role.
+are refused by :func:`continuous_supported`; the rollout engine then uses ``generate`` per role. Not here yet:
+a static cache with compiled or CUDA-graph decode steps, and an external engine (vLLM).
 """
 
 from __future__ import annotations
