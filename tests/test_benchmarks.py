@@ -296,3 +296,14 @@ def test_rollout_throughput_compares_the_engines_on_the_same_episodes(sft_run, t
     # every live row in each decode step, against calls per role that each run to their slowest row
     assert fast["decode_forwards"] <= slow["decode_forwards_per_token"] * result["per_role_tokens"]
     assert result["ratio_vs_per_role"] > 0 and result["ratio_vs_generate"] > 0
+
+
+def test_sft_speed_times_the_trainer_and_a_plain_loop_on_the_same_rows(tmp_path):
+    bench = _load("sft_speed")
+    out = tmp_path / "sft_speed.json"
+    small = ["--tasks", "6", "--batch-size", "4", "--max-length", "256", "--lora-r", "4"]
+    result = bench.main([*small, "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    assert result["rows"] > 0 and result["tokens"] > 0 and result["batches"] == -(-result["rows"] // 4)
+    assert result["trainer_steps"] == result["batches"]  # one optimiser step per batch on both sides
+    assert result["ratio"] == pytest.approx(result["plain_s"] / result["trainer_s"])
