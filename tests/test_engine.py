@@ -6,18 +6,12 @@ import pytest
 import torch
 
 from joy_agents.engine import ContinuousSampler, StackedLoRA, continuous_supported, sample_many
-from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+from joy_agents.policy import SamplingConfig
 
 
-@pytest.fixture(scope="module")
-def team(tiny_dir):
-    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for role in team.roles:
-            for p in team.trainable_parameters(role):
-                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
-    return team
+@pytest.fixture
+def team(distinct_team):
+    return distinct_team
 
 
 def _prompt(team, role, text):

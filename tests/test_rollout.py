@@ -41,21 +41,6 @@ def test_per_role_engine_makes_one_generate_call_per_role_per_step(team, monkeyp
     assert len(calls) <= steps * len(team.roles)
 
 
-@pytest.fixture(scope="module")
-def distinct_team(tiny_dir):
-    """A team whose roles' adapters differ (seeded noise on fresh adapters), so that a row decoded through the
-    wrong adapter would show."""
-    import torch
-
-    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for role in team.roles:
-            for p in team.trainable_parameters(role):
-                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
-    return team
-
-
 def _mixed_starts(n=8):
     """Starts whose first turns belong to different roles: task indices (the master's turn) and snapshots taken
     where the expert has just called a sub-agent."""
