@@ -9,8 +9,8 @@ One training step, top to bottom (:meth:`JoyAgentsGRPOTrainer.step`):
    (``group_size``, ``temperature``) from the role that acted there, from the prompt it saw (every node's
    samples, all roles, in the continuous engine's batches); restore the snapshot, play each sampled action,
    and finish the episode with the current team (``continuation_temperature``). The G final team rewards are
-   node i's group. Cost: sum_i G
-   continuations per trajectory, linear in the number of nodes (joint resampling would cost G^N).
+   node i's group. Cost: sum_i G continuations per trajectory, linear in the number of nodes (joint resampling
+   would cost G^N).
    ``sampling="trajectory"`` replaces this by G whole trajectories per task (the ablation).
 3. **Selection.** Rank every group of the batch (all processes) by reward variance and keep the top K
    (``top_k``; ``"all"`` keeps every group with variance). Only roles owning a selected group change.
