@@ -1,7 +1,7 @@
 """SFT speed: the ``sft`` trainer's adapter stage against a plain forward/backward loop over the same batches.
 
     python benchmarks/sft_speed.py --out sft_speed.json [--model tiny-llama|smollm2-135m-instruct|PATH]
-        [--dtype float32|bfloat16] [--tasks 200] [--role master] [--batch-size 8] [--max-length 1024]
+        [--dtype float32|bfloat16] [--tasks 200] [--role master] [--batch-size 8 | --batch-tokens N] [--max-length 1024]
 
 Both sides train a fresh LoRA adapter of one role (``--role``) for one epoch of its expert rows from ``--tasks``
 episodes of ``joy/mixed-v0``, in the order the trainer uses (:func:`joy_trainers.sft.bucketed_order`), on the
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tasks", type=int, default=200, help="expert episodes the rows come from")
     parser.add_argument("--role", default="master")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-tokens", type=int, default=0, help="batches sized by tokens (SFTConfig.batch_tokens)")
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--lora-r", type=int, default=16)
     parser.add_argument("--shared-prefix", action=argparse.BooleanOptionalAction, default=True)
@@ -69,9 +70,13 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = TeamPolicy._load_tokenizer(path)
     rows = sft_rows(tokenizer, examples, args.max_length)
     pad = int(tokenizer.pad_token_id)
-    dataset = _dataset(rows, args.batch_size, 1.0, args.seed, args.shared_prefix)
+    dataset, spans = _dataset(rows, args.batch_size, 1.0, args.seed, args.shared_prefix, args.batch_tokens)
     ordered = [dataset[i] for i in range(len(dataset))]
-    batches = [ordered[i : i + args.batch_size] for i in range(0, len(ordered), args.batch_size)]
+    if spans is None:
+        spans = [
+            list(range(i, min(i + args.batch_size, len(ordered)))) for i in range(0, len(ordered), args.batch_size)
+        ]
+    batches = [[ordered[i] for i in span] for span in spans]
     tokens = sum(len(r["input_ids"]) for r in ordered)
 
     def sync() -> None:
@@ -86,6 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
             model=path,
             dtype=args.dtype,
             batch_size=args.batch_size,
+            batch_tokens=args.batch_tokens,
             max_length=args.max_length,
             activation_checkpointing=False,
             shared_prefix=args.shared_prefix,
@@ -134,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
         "role": args.role,
         "rows": len(ordered),
         "batches": len(batches),
+        "batch_tokens": args.batch_tokens,
         "trainer_steps": steps,
         "shared_prefix": shared,
         "tokens": tokens,

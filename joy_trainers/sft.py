@@ -50,7 +50,13 @@ from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import config_from_dict
 from joy_trainers.rundir import RunDir, write_results
 from joy_trainers.rundir import results_table as results_table  # re-exported: it lived here before
-from joy_trainers.sft_batches import bucketed_order, collate_left, collate_shared_prefix, prefix_groups
+from joy_trainers.sft_batches import (
+    bucketed_order,
+    collate_left,
+    collate_shared_prefix,
+    prefix_groups,
+    token_batches,
+)
 from joy_trainers.sft_batches import shared_prefix_length as shared_prefix_length  # re-exported
 
 LOSSES = ("completion", "conversation", "all")
@@ -115,7 +121,11 @@ class SFTConfig:
     lora_alpha: int = 32
     """LoRA alpha."""
     batch_size: int = 8
-    """Per-device batch size."""
+    """Per-device batch size (rows), unless ``batch_tokens`` sizes the batches."""
+    batch_tokens: int = 0
+    """Per-device batches sized by tokens: as many rows as fit in this many tokens (rows x longest row, padding
+    included), so short rows make wide batches and every step carries about the same work; 0: ``batch_size``
+    rows (:func:`~joy_trainers.sft_batches.token_batches`)."""
     grad_accum: int = 1
     """Gradient accumulation steps."""
     max_length: int = 1024
@@ -172,6 +182,15 @@ class SFTConfig:
         for name in ("recovery_rate", "entity_swap"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if isinstance(self.batch_tokens, bool) or not isinstance(self.batch_tokens, int) or self.batch_tokens < 0:
+            raise ValueError(
+                f"batch_tokens must be an int >= 0 (0: batches of batch_size rows), got {self.batch_tokens!r}"
+            )
+        if 0 < self.batch_tokens < self.max_length:
+            raise ValueError(
+                f"batch_tokens={self.batch_tokens} is under max_length={self.max_length}: a longest row would not fit; "
+                f"set batch_tokens >= {self.max_length} or 0"
+            )
         if self.sft_tasks < 1:
             raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
         if self.eval_split not in joy_env.SPLITS:
@@ -294,14 +313,31 @@ def sft_rows(tokenizer: Any, examples: list, max_length: int, loss: str = "compl
     return [tokenize_example(tokenizer, ex, max_length) for ex in examples]
 
 
-def _dataset(rows: list[dict[str, list[int]]], batch_size: int, epochs: float, seed: int, shared_prefix: bool) -> Any:
-    """``rows`` in :func:`bucketed_order`, ``epochs`` passes long (train it for one epoch, sequentially);
-    with ``shared_prefix``, batched by :func:`prefix_groups`."""
+def _dataset(
+    rows: list[dict[str, list[int]]],
+    batch_size: int,
+    epochs: float,
+    seed: int,
+    shared_prefix: bool,
+    batch_tokens: int = 0,
+) -> tuple[Any, list[list[int]] | None]:
+    """``rows`` for ``epochs`` passes (train it for one epoch, sequentially): in :func:`bucketed_order` batches of
+    ``batch_size`` rows, or with ``batch_tokens`` in :func:`token_batches` (then also returned, as index lists
+    into the dataset, for the loader); with ``shared_prefix``, batched by :func:`prefix_groups`."""
     from datasets import Dataset  # imported here: it costs a second, and only training needs it
 
+    lengths = [len(r["input_ids"]) for r in rows]
+    if batch_tokens:
+        typical = max(1, batch_tokens // max(1, sorted(lengths)[len(lengths) // 2]))
+        groups = prefix_groups([r["input_ids"] for r in rows], typical) if shared_prefix else None
+        batches = token_batches(lengths, batch_tokens, epochs, seed, groups=groups)
+        order = [i for b in batches for i in b]
+        starts = [sum(len(b) for b in batches[:k]) for k in range(len(batches))]
+        spans = [list(range(start, start + len(b))) for start, b in zip(starts, batches, strict=True)]
+        return Dataset.from_list([rows[i] for i in order]), spans
     groups = prefix_groups([r["input_ids"] for r in rows], batch_size) if shared_prefix else None
-    order = bucketed_order([len(r["input_ids"]) for r in rows], batch_size, epochs, seed, groups=groups)
-    return Dataset.from_list([rows[i] for i in order])
+    order = bucketed_order(lengths, batch_size, epochs, seed, groups=groups)
+    return Dataset.from_list([rows[i] for i in order]), None
 
 
 def prefix_sharing_supported(model: Any) -> bool:
@@ -415,6 +451,17 @@ def _sft_trainer_class() -> type:
     import trl  # imported here: TRL is only needed to train, and it costs import time
 
     class CompletionSFTTrainer(trl.SFTTrainer):
+        batches: list[list[int]] | None = None
+        """Fixed batches (index lists into the train dataset, e.g. sized by tokens), or None: TRL's own loader."""
+
+        def get_train_dataloader(self):  # noqa: D102
+            if self.batches is None:
+                return super().get_train_dataloader()
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(self.train_dataset, batch_sampler=self.batches, collate_fn=self.data_collator)
+            return self.accelerator.prepare(loader)
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: D102
             if num_items_in_batch is not None:
                 self.loss_is_scaled_for_ga = True
@@ -652,17 +699,19 @@ class SFTTrainer:
         cfg = self.config
         bars = datasets.is_progress_bar_enabled()
         datasets.disable_progress_bars()  # TRL's dataset preparation bars: one bar per stage is ours
+        dataset, batches = _dataset(rows, cfg.batch_size * cfg.grad_accum, epochs, cfg.seed, grouped, cfg.batch_tokens)
         try:
             trainer = _sft_trainer_class()(
                 model=model,
                 args=_trl_args(cfg, self.run_dir / "work" / stage, lr),
-                train_dataset=_dataset(rows, cfg.batch_size * cfg.grad_accum, epochs, cfg.seed, grouped),
+                train_dataset=dataset,
                 processing_class=self.tokenizer,
                 data_collator=collate,
             )
         finally:
             if bars:
                 datasets.enable_progress_bars()
+        trainer.batches = batches
         trainer.remove_callback(PrinterCallback)
         trainer.add_callback(_progress_callback(stage, epochs, self.run_dir / "metrics.jsonl"))
         trainer.train()

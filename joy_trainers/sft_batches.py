@@ -59,6 +59,55 @@ def bucketed_order(
     return order
 
 
+def token_batches(
+    lengths: list[int],
+    batch_tokens: int,
+    epochs: float,
+    seed: int,
+    chunk: int = 8,
+    groups: Sequence[Hashable] | None = None,
+) -> list[list[int]]:
+    """Batches of example indices for ``epochs`` passes, each as many rows as fit in ``batch_tokens`` tokens
+    (rows x its longest row, padding included; a row longer than that is a batch alone).
+
+    As :func:`bucketed_order`, but sized by tokens: each pass shuffles, sorts windows of about ``chunk`` batches by
+    length and cuts them greedily, then shuffles the batches; short rows make wide batches, long rows narrow
+    ones, so every step carries about the same work. With ``groups`` (:func:`prefix_groups`) a batch holds rows of
+    one group only. A partial last pass keeps its first batches.
+    """
+    if batch_tokens < 1 or epochs <= 0:
+        raise ValueError(f"batch_tokens must be >= 1 and epochs > 0, got {batch_tokens!r}, {epochs!r}")
+    if groups is not None and len(groups) != len(lengths):
+        raise ValueError(f"groups must have one key per example: {len(groups)} keys for {len(lengths)} lengths")
+    if not lengths:
+        return []
+    rng = random.Random(f"sft-token-batches/{seed}")
+    typical = max(1, batch_tokens // max(1, sorted(lengths)[len(lengths) // 2]))  # rows of a batch of median rows
+    window = chunk * typical
+    out: list[list[int]] = []
+    for p in range(math.ceil(epochs)):
+        idx = list(range(len(lengths)))
+        rng.shuffle(idx)
+        members: dict[Hashable, list[int]] = {}
+        for i in idx:
+            members.setdefault(None if groups is None else groups[i], []).append(i)
+        batches: list[list[int]] = []
+        for part_idx in members.values():
+            for start in range(0, len(part_idx), window):
+                current: list[int] = []
+                for i in sorted(part_idx[start : start + window], key=lambda i: lengths[i]):
+                    if current and (len(current) + 1) * lengths[i] > batch_tokens:
+                        batches.append(current)
+                        current = []
+                    current.append(i)
+                if current:
+                    batches.append(current)
+        rng.shuffle(batches)
+        share = min(1.0, epochs - p)
+        out += batches if share == 1.0 else batches[: max(1, int(round(share * len(batches))))]
+    return out
+
+
 def prefix_groups(rows: Sequence[Sequence[int]], batch_size: int, width: int = 64) -> list[Hashable]:
     """A group key per row for :func:`bucketed_order`: rows that start with the same ``width`` tokens (one
     role's system prompt and tools) share a key when at least ``batch_size`` rows do; every other row (cut

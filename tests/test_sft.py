@@ -233,3 +233,44 @@ def test_grouped_batches_hold_one_prefix_group_and_cover_every_row_per_pass():
     assert bucketed_order(lengths, 8, 1.0, seed=3, groups=groups) == first_pass  # passes do not depend on epochs
     with pytest.raises(ValueError, match="one key per example"):
         bucketed_order(lengths, 8, 1.0, seed=3, groups=groups[:-1])
+
+
+def test_token_batches_fit_the_budget_and_cover_every_row_per_pass():
+    from joy_trainers.sft_batches import token_batches
+
+    lengths = [5, 50, 12, 300, 7, 7, 90, 33, 64, 8, 21, 140] * 3
+    batches = token_batches(lengths, 256, 2.0, seed=0)
+    assert sorted(i for b in batches for i in b) == sorted(list(range(len(lengths))) * 2)  # two passes
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 256  # a 300-token row goes alone
+    assert max(len(b) for b in batches) > 3 > min(len(b) for b in batches)  # short rows make wide batches
+    assert token_batches(lengths, 256, 2.0, seed=0) == batches  # seeded
+    half = token_batches(lengths, 256, 0.5, seed=0)
+    assert 0 < sum(len(b) for b in half) < len(lengths)
+    groups = ["a" if i % 2 else "b" for i in range(len(lengths))]
+    assert all(len({groups[i] for i in b}) == 1 for b in token_batches(lengths, 256, 1.0, 0, groups=groups))
+    with pytest.raises(ValueError, match="batch_tokens"):
+        token_batches(lengths, 0, 1.0, 0)
+
+
+def test_sft_with_batches_sized_by_tokens_trains_every_row(tiny_dir, tmp_path):
+    config = SFTConfig(
+        model=str(tiny_dir),
+        env_id="joy/math-v0",
+        sft_tasks=4,
+        base_epochs=0,
+        adapter_epochs=2,
+        role_adapter_epochs={"master": 0},
+        adapter_lr=1e-2,
+        batch_tokens=640,
+        max_length=160,
+        eval_tasks=0,
+        output_dir=str(tmp_path / "run"),
+    )
+    results = SFTTrainer(config).train()
+    logs = json.loads((tmp_path / "run" / "logs.json").read_text())
+    rows = results["examples_per_role"]["math"]
+    # batches of up to 640 tokens of rows under 160 tokens hold 4 rows or more: fewer steps than rows
+    assert 0 < logs["math"][-1]["step"] < 2 * rows
+    with pytest.raises(ValueError, match="batch_tokens=100 is under max_length=160"):
+        SFTConfig(batch_tokens=100, max_length=160)
