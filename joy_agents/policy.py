@@ -939,15 +939,8 @@ class TeamPolicy:
         return sorted(ids)
 
     def _left_pad(self, seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            if s:
-                ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-                mask[i, width - len(s) :] = 1
-        position_ids = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
-        return ids.to(self.device), mask.to(self.device), position_ids.to(self.device)
+        layout = plain_layout(seqs, pad_id, self.device)
+        return layout.ids, layout.mask, layout.positions
 
     def _check_ids(self, role: str, seqs: list[list[int]], extra: int = 0) -> None:
         cfg = _hf_model(self._models[role]).config
