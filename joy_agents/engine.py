@@ -45,6 +45,7 @@ from joy_agents.kv_slots import SlotBatch
 from joy_agents.policy import (
     Sample,
     SamplingConfig,
+    TeamPolicy,
     _cache_argument,
     _hf_model,
     nucleus_logits,
@@ -61,8 +62,11 @@ __all__ = ["ContinuousSampler", "EngineStats", "StackedLoRA", "continuous_suppor
 
 
 def continuous_supported(team: Any) -> bool:
-    """Whether every model of ``team`` keeps a plain key/value cache per layer (full attention in every layer),
-    the cache :class:`ContinuousSampler` rearranges."""
+    """Whether ``team`` is a :class:`~joy_agents.policy.TeamPolicy` whose every model keeps a plain key/value cache
+    per layer (full attention in every layer), the cache :class:`ContinuousSampler` rearranges. Another policy
+    object (anything with ``generate`` and ``fit_prompt``) is sampled per role."""
+    if not isinstance(team, TeamPolicy):
+        return False
     for role in team.roles:
         config = _hf_model(team.model_for(role)).config
         if hasattr(config, "get_text_config"):
