@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from joy_agents.policy import SamplingConfig, TeamPolicy
-from joy_trainers.sft import SFTConfig, SFTTrainer, collate_left, collate_shared_prefix, completion_loss
+from joy_trainers.sft import SFTConfig, SFTTrainer, collate_left, collate_shared_prefix
+from joy_trainers.sft_loss import completion_loss
 
 BF16_LOSS_TOL = 0.02
 """|loss in bf16 - loss in float32| of the same batch and weights (a loss of about 7.6 here: ~0.3% relative)."""
