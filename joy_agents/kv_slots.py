@@ -23,6 +23,9 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
+MIN_TRIM_COLUMNS = 128
+"""Narrowest batch whose unused leading columns are worth a compaction."""
+
 
 class SlotLayer(DynamicLayer):
     """A :class:`~transformers.cache_utils.DynamicLayer` whose keys and values are views of buffers with spare
@@ -90,6 +93,7 @@ class SlotBatch:
         self.device = device
         self.pad_id = pad_id
         self.rows: list[Any] = []
+        self.starts: list[int] = []  # the first column of each slot's tokens
         self.cache: Any = None
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=device)  # (row capacity, column capacity)
         self.next_ids = torch.zeros(0, dtype=torch.long, device=device)  # (row capacity,)
@@ -134,6 +138,7 @@ class SlotBatch:
         total = max(len(self.rows), slots[-1] + 1)
         shift = max(0, width - self.length)
         self._resize(total, self.length + shift + 1, shift)  # a spare column for the next decode step
+        self.starts = [start + shift for start in self.starts]
         for layer in self._layers():
             layer.rows = total
             layer._view()
@@ -149,9 +154,10 @@ class SlotBatch:
         self.next_ids[index], self.next_pos[index] = last, pos
         for slot, row in zip(slots, rows, strict=True):
             if slot < len(self.rows):
-                self.rows[slot] = row
+                self.rows[slot], self.starts[slot] = row, end - width
             else:
                 self.rows.append(row)
+                self.starts.append(end - width)
 
     def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``input_ids`` (B, 1), ``attention_mask`` (B, T + 1) and ``position_ids`` (B, 1) of the next decode step
@@ -176,7 +182,9 @@ class SlotBatch:
         ]
 
     def remove(self, slots: list[int]) -> None:
-        """Free ``slots``; compact when free slots are many and the batch is idle or a quarter free."""
+        """Free ``slots``; compact when a quarter of the slots are free, or when the live rows leave more than half
+        of the columns unused on the left (slots refilled as fast as they free up would otherwise let the width
+        grow with every step of the run)."""
         for i in slots:
             self.rows[i] = None
         index = torch.tensor(slots, device=self.device)
@@ -185,9 +193,11 @@ class SlotBatch:
         self.next_pos[index] = 0
         live = self.live
         if not live:
-            self.rows, self.cache = [], None
+            self.rows, self.starts, self.cache = [], [], None
             return
-        if len(self.rows) - len(live) > max(1, len(self.rows) // 4):
+        first = min(self.starts[i] for i in live)
+        wide = self.length >= MIN_TRIM_COLUMNS and first > self.length // 2
+        if len(self.rows) - len(live) > max(1, len(self.rows) // 4) or wide:
             self.compact()
 
     def compact(self) -> None:
@@ -195,8 +205,7 @@ class SlotBatch:
         live = self.live
         index = torch.tensor(live, device=self.device)
         length = self.length
-        used = self.mask[index, :length].any(0)
-        start = int(used.int().argmax())  # the first column a live row attends to
+        start = min(self.starts[i] for i in live)  # the first column a live row attends to
         for layer in self._layers():
             keys, values = layer.keys[index, :, start:], layer.values[index, :, start:]
             layer.k, layer.v = _with_room(keys), _with_room(values)
@@ -210,6 +219,7 @@ class SlotBatch:
         ids[: len(live)], pos[: len(live)] = self.next_ids[index], self.next_pos[index]
         self.mask, self.next_ids, self.next_pos = mask, ids, pos
         self.rows = [self.rows[i] for i in live]
+        self.starts = [self.starts[i] - start for i in live]
 
 
 def _empty_like(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -161,3 +161,33 @@ def test_slot_batch_reuses_free_slots_and_compacts(team):
             widths.append(len(batch.rows))
     assert [got[i] for i in range(len(requests))] == expected
     assert max(widths) <= 4  # slots are reused: the batch never grows past max_rows
+
+
+def test_the_batch_width_follows_the_live_rows_not_the_whole_run(team, monkeypatch):
+    """Slots refilled as fast as they free up: the leading columns no live row uses are cut, so the width stays
+    near the live rows' lengths instead of growing with every step of the run."""
+    from joy_agents import kv_slots
+
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=6)
+    requests = [(team.roles[i % 5], _prompt(team, team.roles[i % 5], "y" * (1 + i % 4))) for i in range(80)]
+
+    def run():
+        widths, got = [], {}
+        with ContinuousSampler(team, sampling, max_rows=4, prefix_tokens=0) as sampler:
+            for i, (role, prompt) in enumerate(requests):  # one request joins per step: rows end at staggered steps
+                sampler.submit(role, prompt, i)
+                for key, sample in sampler.step():
+                    got[key] = sample.completion_ids
+                widths.append(next(iter(sampler._lanes.values())).batch.length)
+            while sampler.busy:
+                for key, sample in sampler.step():
+                    got[key] = sample.completion_ids
+        return max(widths), got
+
+    monkeypatch.setattr(kv_slots, "MIN_TRIM_COLUMNS", 10**9)
+    untrimmed, expected = run()
+    monkeypatch.setattr(kv_slots, "MIN_TRIM_COLUMNS", 8)
+    trimmed, got = run()
+    assert got == expected
+    longest = max(len(p) for _, p in requests) + sampling.max_new_tokens
+    assert trimmed <= 3 * longest < untrimmed
