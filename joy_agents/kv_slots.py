@@ -10,7 +10,7 @@ there. What makes a decode step cheap:
 * a row that finishes frees its slot (its mask row is cleared), and a joining row takes a free slot by writing
   its prefilled keys and values into it: nothing else moves;
 * the buffers grow by doubling, and the batch is compacted (live rows only, columns no live row uses cut) only
-  when free slots outnumber a quarter of the rows with nobody waiting to fill them.
+  when a quarter of the slots are free or the live rows leave more than half of the columns unused on the left.
 
 A free slot keeps decoding its own placeholder token until it is reused or compacted away (its outputs are
 ignored; its mask lets it attend to that token alone, so no row is ever fully masked).
