@@ -53,6 +53,7 @@ from joy_agents.policy import (
     prefill_shared,
     prompt_layout,
     stop_end_candidates,
+    stop_rules,
 )
 
 MIN_REUSE = 16
@@ -305,19 +306,12 @@ class ContinuousSampler:
         """A lane's stop ids, text stops, stop-candidate table, ids hidden from texts and tail length."""
         if id(lane) not in self._ends:
             tok = lane.tokenizer
-            eos = set(self.team._eos_ids(role))
-            single = set()
-            for s in self.sampling.stop:
-                enc = tok.encode(s, add_special_tokens=False)
-                if len(enc) == 1:
-                    single.add(int(enc[0]))
-            added = tok.get_added_vocab()
-            text_stops = tuple(s for s in self.sampling.stop if s not in added)
+            rules = stop_rules(tok, self.team._eos_ids(role), self.sampling.stop)
+            text_stops = rules.text_stops
             vocab = int(lane.model.get_input_embeddings().num_embeddings)
             candidates = stop_end_candidates(tok, text_stops, vocab).tolist() if text_stops else None
-            hidden = (eos & {int(t) for t in tok.all_special_ids}) | {int(tok.pad_token_id)}
             tail = max((len(s.encode("utf-8")) for s in text_stops), default=0) + 1
-            self._ends[id(lane)] = (eos | single, text_stops, candidates, hidden, tail)
+            self._ends[id(lane)] = (set(rules.end_ids), text_stops, candidates, set(rules.hidden), tail)
         return self._ends[id(lane)]
 
     # ------------------------------------------------------------------ one step

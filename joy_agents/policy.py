@@ -595,6 +595,37 @@ def nucleus_logits(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
     return scaled.masked_fill(drop, float("-inf"))
 
 
+@dataclass(frozen=True)
+class StopRules:
+    """How a role's rows end (:func:`stop_rules`)."""
+
+    end_ids: frozenset[int]
+    """Ids that end a row: EOS / end-of-turn ids and the stop strings spelled by a single token."""
+    text_stops: tuple[str, ...]
+    """Stop strings found only in the decoded tail of a row."""
+    hidden: frozenset[int]
+    """Ids left out of a sample's text: end-of-turn and padding (special tokens), never content such as
+    ``</answer>``, even when the model's ``generation_config`` lists it as an EOS id."""
+
+
+def stop_rules(tokenizer: Any, eos_ids: Sequence[int], stop: Sequence[str]) -> StopRules:
+    """The :class:`StopRules` of ``tokenizer`` with EOS ids ``eos_ids`` and stop strings ``stop``. An added token
+    (e.g. ``</answer>`` of the tiny tokenizer) is always encoded alone, so its id alone detects it; only other stop
+    strings need the decoded tail."""
+    single = set()
+    for text in stop:
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        if len(enc) == 1:
+            single.add(int(enc[0]))
+    added = tokenizer.get_added_vocab()
+    specials = {int(t) for t in tokenizer.all_special_ids}
+    return StopRules(
+        end_ids=frozenset(set(eos_ids) | single),
+        text_stops=tuple(text for text in stop if text not in added),
+        hidden=frozenset((set(eos_ids) & specials) | {int(tokenizer.pad_token_id)}),
+    )
+
+
 class _LogprobRecorder:
     """Logits processor: records log_softmax(raw_logits / T) of each sampled token, applies temperature/top-p.
 
@@ -979,16 +1010,8 @@ class TeamPolicy:
         tok = self._tokenizers[role]
         eos_ids = self._eos_ids(role)
         pad_id = int(tok.pad_token_id)
-        stop_token_ids = []
-        for s in config.stop:
-            enc = tok.encode(s, add_special_tokens=False)
-            if len(enc) == 1:
-                stop_token_ids.append(int(enc[0]))
-        end_ids = sorted(set(eos_ids) | set(stop_token_ids))
-        # an added token (e.g. </answer> of the tiny tokenizer) is always encoded alone, so its id alone
-        # detects it; only other stop strings need the decoded tail at every step
-        added = tok.get_added_vocab()
-        text_stops = tuple(s for s in config.stop if s not in added)
+        rules = stop_rules(tok, eos_ids, config.stop)
+        end_ids, text_stops = sorted(rules.end_ids), rules.text_stops
 
         rows = [p for p in prompts for _ in range(num_samples)]
         # a prompt repeated (G samples, or G episodes at the same turn) and the common start of all prompts
@@ -1048,11 +1071,8 @@ class TeamPolicy:
         tokens = new_tokens.cpu().tolist()
         lp_rows = logprobs.tolist()
         completions = [tokens[r][: lengths[r]] for r in range(len(rows))]
-        # the text drops end-of-turn / padding tokens (special tokens), never content such as </answer>,
-        # even when the model's generation_config lists it as an eos id
-        hidden = (set(eos_ids) & set(int(t) for t in tok.all_special_ids)) | {pad_id}
         texts = tok.batch_decode(
-            [[t for t in c if t not in hidden] for c in completions],
+            [[t for t in c if t not in rules.hidden] for c in completions],
             skip_special_tokens=False,
             clean_up_tokenization_spaces=False,
         )
