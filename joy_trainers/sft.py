@@ -19,6 +19,7 @@ Paper settings for Qwen2.5-3B: lr 5e-6, 5 epochs (see ``examples/configs/sft_qwe
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import os
@@ -54,6 +55,7 @@ from joy_trainers.sft_batches import (
     collate_shared_prefix,
     prefix_groups,
     token_batches,
+    typical_rows,
 )
 from joy_trainers.sft_batches import shared_prefix_length as shared_prefix_length  # re-exported
 from joy_trainers.sft_loss import completion_loss, prefix_sharing_supported
@@ -327,12 +329,12 @@ def _dataset(
 
     lengths = [len(r["input_ids"]) for r in rows]
     if batch_tokens:
-        typical = max(1, batch_tokens // max(1, sorted(lengths)[len(lengths) // 2]))
+        typical = typical_rows(lengths, batch_tokens)
         groups = prefix_groups([r["input_ids"] for r in rows], typical) if shared_prefix else None
         batches = token_batches(lengths, batch_tokens, epochs, seed, groups=groups)
         order = [i for b in batches for i in b]
-        starts = [sum(len(b) for b in batches[:k]) for k in range(len(batches))]
-        spans = [list(range(start, start + len(b))) for start, b in zip(starts, batches, strict=True)]
+        bounds = list(itertools.accumulate((len(b) for b in batches), initial=0))  # where each batch starts
+        spans = [list(range(a, b)) for a, b in itertools.pairwise(bounds)]
         return Dataset.from_list([rows[i] for i in order]), spans
     groups = prefix_groups([r["input_ids"] for r in rows], batch_size) if shared_prefix else None
     order = bucketed_order(lengths, batch_size, epochs, seed, groups=groups)

@@ -59,6 +59,11 @@ def bucketed_order(
     return order
 
 
+def typical_rows(lengths: Sequence[int], batch_tokens: int) -> int:
+    """Rows of a ``batch_tokens`` batch of median-length rows (at least 1)."""
+    return max(1, batch_tokens // max(1, sorted(lengths)[len(lengths) // 2])) if lengths else 1
+
+
 def token_batches(
     lengths: list[int],
     batch_tokens: int,
@@ -82,8 +87,7 @@ def token_batches(
     if not lengths:
         return []
     rng = random.Random(f"sft-token-batches/{seed}")
-    typical = max(1, batch_tokens // max(1, sorted(lengths)[len(lengths) // 2]))  # rows of a batch of median rows
-    window = chunk * typical
+    window = chunk * typical_rows(lengths, batch_tokens)
     out: list[list[int]] = []
     for p in range(math.ceil(epochs)):
         idx = list(range(len(lengths)))
