@@ -27,8 +27,9 @@ tokens to the host once (the scheduler needs them to retire rows); keeping a fin
 compaction add one copy each, only in the steps where they happen.
 
 Models whose cache is not a plain per-layer key/value cache (sliding-window or other special attention layers)
-are refused by :func:`continuous_supported`; the rollout engine then uses ``generate`` per role. Not here yet:
-a static cache with compiled or CUDA-graph decode steps, and an external engine (vLLM).
+are refused by :func:`continuous_supported`; the rollout engine then uses ``generate`` per role. Not here yet: a
+static cache with compiled or CUDA-graph decode steps (on a GPU, the ``vllm`` engine has them:
+:mod:`joy_agents.vllm_engine`).
 """
 
 from __future__ import annotations
@@ -222,6 +223,7 @@ class StackedLoRA:
             self._onehot[i, start : start + rank] = 1.0
         self._index = {role: i for i, role in enumerate(roles)}
         self.mask: torch.Tensor | None = None
+        self._forwards: list[Any] | None = None
 
     def set_rows(self, roles: list[str]) -> None:
         """The role of each row of the next forward passes."""
@@ -229,8 +231,10 @@ class StackedLoRA:
         self.mask = self._onehot[index][:, None, :]  # (B, 1, sum of ranks)
 
     def __enter__(self) -> StackedLoRA:
-        for module, a, b in self.layers:
-            module.forward = self._forward(module.base_layer, a, b)  # an instance attribute shadows the method
+        if self._forwards is None:  # built once: a decode step only rebinds them
+            self._forwards = [self._forward(module.base_layer, a, b) for module, a, b in self.layers]
+        for (module, _, _), forward in zip(self.layers, self._forwards, strict=True):
+            module.forward = forward  # an instance attribute shadows the method
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -562,7 +566,12 @@ def sample_many(
 ) -> list[list[Sample]]:
     """``num_samples`` samples of each ``(role, prompt_ids)`` request; ``result[i][j]`` is sample ``j`` of request
     ``i``. The ``continuous`` engine decodes every role in the same batches (:class:`ContinuousSampler`);
-    ``generate`` (or a model the continuous engine does not support) makes one ``team.generate`` call per role."""
+    ``vllm`` sends all requests in one vLLM call (:mod:`joy_agents.vllm_engine`); ``generate`` (or a model the
+    continuous engine does not support) makes one ``team.generate`` call per role."""
+    if engine == "vllm":
+        from joy_agents.vllm_engine import vllm_engine
+
+        return vllm_engine(team).generate([(role, list(prompt), num_samples) for role, prompt in requests], sampling)
     if engine == "continuous" and continuous_supported(team):
         out: list[list[Any]] = [[None] * num_samples for _ in requests]
         with ContinuousSampler(team, sampling, max_rows=max_rows) as sampler:

@@ -26,6 +26,7 @@ import joy_env
 from joy_agents.engine import ContinuousSampler, EngineStats, continuous_supported
 from joy_agents.memory import render_memories
 from joy_agents.policy import Sample, SamplingConfig
+from joy_agents.vllm_engine import VLLMConfig, VLLMSampler
 from joy_env.env import EnvSnapshot
 
 
@@ -90,7 +91,7 @@ class Trajectory:
         return sum(len(n.completion_ids) for n in self.nodes)
 
 
-ENGINES = ("continuous", "generate")
+ENGINES = ("continuous", "generate", "vllm")
 """Generation engines of the rollouts (``RolloutConfig.engine``)."""
 
 
@@ -115,17 +116,22 @@ class RolloutConfig:
     engine: str = "continuous"
     """Generation engine: ``continuous`` (every live episode's turn in one decode batch whatever its role, rows
     leaving and joining as turns end, :mod:`joy_agents.engine`) or ``generate`` (one ``generate`` call per role
-    per step, every call running to its slowest row). ``continuous`` falls back to ``generate`` for a model whose
-    cache it cannot rearrange (:func:`~joy_agents.engine.continuous_supported`)."""
+    per step, every call running to its slowest row) or ``vllm`` (every pending turn in one vLLM call per tick,
+    :mod:`joy_agents.vllm_engine`; needs vLLM and a team of LoRA adapters). ``continuous`` falls back to
+    ``generate`` for a model whose cache it cannot rearrange (:func:`~joy_agents.engine.continuous_supported`)."""
     max_batch_rows: int = 256
     """Rows decoded together per model by the ``continuous`` engine; further turns wait for a free row."""
     prefix_tokens: int = 32768
     """Tokens of finished turns whose KV cache the ``continuous`` engine keeps, so that an episode's next turn of
     the same role and prompts with the same start prefill only what is new (0: keep none)."""
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    """How the ``vllm`` engine is built (used the first time a team is sampled with it)."""
 
     def __post_init__(self) -> None:
         if self.max_prompt_tokens < 16:
             raise ValueError(f"max_prompt_tokens must be >= 16, got {self.max_prompt_tokens}")
+        if not isinstance(self.vllm, VLLMConfig):
+            raise TypeError(f"RolloutConfig.vllm must be a VLLMConfig, got {type(self.vllm).__name__}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) or self.max_batch_rows < 1:
@@ -216,7 +222,7 @@ class RolloutEngine:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(envs), desc=f"rollout {self.split}", unit="ep")
-        if self.config.engine == "continuous" and continuous_supported(self.policy):
+        if self.config.engine == "vllm" or (self.config.engine == "continuous" and continuous_supported(self.policy)):
             self._run_continuous(envs, nodes, sampling, bar)
         else:
             self._run_per_role(envs, nodes, sampling, bar)
@@ -235,10 +241,14 @@ class RolloutEngine:
 
     def _run_continuous(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
         """Every episode's pending turn in the continuous engine: a finished turn is applied at once and the
-        episode's next turn joins the running batch."""
-        sampler = ContinuousSampler(
-            self.policy, sampling, max_rows=self.config.max_batch_rows, prefix_tokens=self.config.prefix_tokens
-        )
+        episode's next turn joins the running batch (with ``vllm``: the next tick's call)."""
+        sampler: ContinuousSampler | VLLMSampler
+        if self.config.engine == "vllm":
+            sampler = VLLMSampler(self.policy, sampling, self.config.vllm)
+        else:
+            sampler = ContinuousSampler(
+                self.policy, sampling, max_rows=self.config.max_batch_rows, prefix_tokens=self.config.prefix_tokens
+            )
         self.stats = sampler.stats
 
         def advance(i: int) -> None:

@@ -1,0 +1,291 @@
+"""Sampling with vLLM: the team's base model served once, each role's LoRA adapter a vLLM LoRA request.
+
+``RolloutConfig(engine="vllm")`` and ``sample_many(..., engine="vllm")`` send the pending turn of every live
+episode, whatever its role, to one ``vllm.LLM.generate`` call per tick, each prompt with its role's LoRA request;
+vLLM schedules them with its own continuous batching, paged KV cache, prefix caching, multi-LoRA kernels and
+CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of vLLM and the torch it pins).
+
+* **One engine per team.** :func:`vllm_engine` builds a :class:`VLLMEngine` on first use and keeps it on the team,
+  so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU (0.3 by
+  default: the training model, its optimiser state and activations share the device, as in TRL's colocated mode).
+* **Weights follow training.** The base model of a LoRA team is frozen; only adapters change. Before each tick the
+  engine compares every role's adapter parameters' version counters (bumped by each in-place write: an optimiser
+  step, a ``load_state_dict``) with those it last sent. A changed adapter is written to the engine's folder and
+  sent under a new LoRA id, so vLLM loads it on its next use; unchanged adapters cost nothing.
+* **Log-probs of the training model.** vLLM's kernels round differently from the model being trained, so samples
+  drawn at ``temperature > 0`` (RL) get their ``logprobs`` recomputed by :meth:`TeamPolicy.logprobs`
+  (teacher-forced, no grad), the quantity the update's ratios need. Greedy samples (evaluation) keep vLLM's raw
+  log-probs (``log_softmax`` of the logits, temperature 1, as ``Sample.logprobs`` of greedy samples).
+* **Same stops and texts.** Rows stop at the role's end-of-turn and EOS ids and at ``SamplingConfig.stop``
+  (single-token stops as stop ids, others as vLLM stop strings); the completion keeps the token that ended it and
+  ``Sample.text`` is decoded from the token ids as the other engines do (:func:`~joy_agents.policy.stop_rules`).
+
+Only teams of LoRA adapters on one base model are served (``TeamConfig.use_lora`` and no ``separate_models``);
+other teams use the ``continuous`` engine. Sampling is one call per tick: an episode whose turn ends waits for the
+tick's other turns before its next turn is submitted (vLLM keeps its prefix in the prefix cache meanwhile).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from joy_agents.models import resolve_model_path
+from joy_agents.policy import Sample, SamplingConfig, TeamPolicy, prompt_batches, stop_rules
+
+__all__ = ["VLLMConfig", "VLLMEngine", "VLLMSampler", "vllm_available", "vllm_engine"]
+
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The LoRA ranks vLLM allocates for (``max_lora_rank`` must be one of them)."""
+
+INSTALL_HINT = 'pip install "joyagents[vllm]" (a GPU build of vLLM)'
+
+
+def vllm_available() -> bool:
+    """Whether ``vllm`` can be imported."""
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class VLLMConfig:
+    """How the vLLM engine is built (see the module documentation)."""
+
+    gpu_memory_utilization: float = 0.3
+    """Share of the GPU's memory vLLM may take (weights and KV cache); the rest stays for training."""
+    max_model_len: int | None = None
+    """Longest prompt + completion vLLM plans for (None: the model's own limit)."""
+    enable_prefix_caching: bool = True
+    """Keep the KV cache of prompts' starts for later prompts (an episode's next turn, a role's system prompt)."""
+    enforce_eager: bool = False
+    """Run without CUDA graphs (slower decode, faster start)."""
+    seed: int = 0
+    """vLLM's sampling seed."""
+    logprob_batch: int = 16
+    """Rows per teacher-forced forward when log-probs are recomputed by the training model."""
+
+    def __post_init__(self) -> None:
+        u = self.gpu_memory_utilization
+        if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0.0 < u <= 1.0:
+            raise ValueError(f"VLLMConfig.gpu_memory_utilization must be in (0, 1], got {u!r}")
+        n = self.max_model_len
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 16):
+            raise ValueError(f"VLLMConfig.max_model_len must be None or an int >= 16, got {n!r}")
+        b = self.logprob_batch
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ValueError(f"VLLMConfig.logprob_batch must be an int >= 1, got {b!r}")
+
+
+def _lora_rank(rank: int) -> int:
+    """The smallest rank vLLM allocates for that holds ``rank``."""
+    for allowed in LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"LoRA rank {rank} is above the largest vLLM serves ({LORA_RANKS[-1]}); lower TeamConfig.lora_r")
+
+
+class VLLMEngine:
+    """A ``vllm.LLM`` serving ``team``'s base model with one LoRA adapter per role (see the module documentation).
+
+    Build it with :func:`vllm_engine`, which keeps one per team."""
+
+    def __init__(self, team: TeamPolicy, config: VLLMConfig | None = None) -> None:
+        if not isinstance(team, TeamPolicy):
+            raise TypeError(f"the vllm engine samples a TeamPolicy, got {type(team).__name__}")
+        if not team.config.use_lora or team.config.separate_models:
+            raise ValueError(
+                "the vllm engine serves teams of LoRA adapters on one base model; this team has "
+                f"use_lora={team.config.use_lora} and separate_models={sorted(team.config.separate_models)}: "
+                "use engine='continuous'"
+            )
+        try:
+            from vllm import LLM, SamplingParams
+            from vllm.lora.request import LoRARequest
+        except ImportError as e:
+            raise ImportError(f"engine='vllm' needs vLLM, which is not installed ({e}); {INSTALL_HINT}") from None
+        self.team = team
+        self.config = config or VLLMConfig()
+        self._sampling_params, self._lora_request = SamplingParams, LoRARequest
+        self.folder = tempfile.mkdtemp(prefix="joy-vllm-adapters-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.folder, True)
+        path = resolve_model_path(team.config.model)
+        options: dict[str, Any] = {
+            "tokenizer": path,
+            "dtype": team.config.dtype,
+            "enable_lora": True,
+            "max_lora_rank": _lora_rank(team.config.lora_r),
+            "max_loras": len(team.roles),
+            "gpu_memory_utilization": self.config.gpu_memory_utilization,
+            "enable_prefix_caching": self.config.enable_prefix_caching,
+            "enforce_eager": self.config.enforce_eager,
+            "seed": self.config.seed,
+        }
+        if self.config.max_model_len is not None:
+            options["max_model_len"] = self.config.max_model_len
+        self.llm = LLM(path, **options)
+        self._sent: dict[str, tuple[int, ...]] = {}
+        self._requests: dict[str, Any] = {}
+        self._next_id = 1
+        self.adapters_sent = 0
+        """Adapters written and sent to vLLM so far (the first time and after each change)."""
+
+    def sync(self) -> int:
+        """Send the adapters that changed since they were last sent; returns how many were."""
+        sent = 0
+        for role in self.team.roles:
+            version = tuple(p._version for p in self.team.trainable_parameters(role))
+            if self._sent.get(role) == version and role in self._requests:
+                continue
+            folder = os.path.join(self.folder, f"{role}-{self._next_id}")
+            os.makedirs(folder)
+            TeamPolicy._save_adapter(self.team.model_for(role), role, folder)
+            old = self._requests.get(role)
+            self._requests[role] = self._lora_request(f"{role}-{self._next_id}", self._next_id, folder)
+            self._next_id += 1
+            self._sent[role] = version
+            if old is not None:
+                shutil.rmtree(old.lora_path, ignore_errors=True)
+            sent += 1
+        self.adapters_sent += sent
+        return sent
+
+    def generate(self, requests: list[tuple[str, list[int], int]], sampling: SamplingConfig) -> list[list[Sample]]:
+        """Samples of each ``(role, prompt_ids, num_samples)`` request in one ``LLM.generate`` call;
+        ``result[i][j]`` is sample ``j`` of request ``i``."""
+        if not isinstance(sampling, SamplingConfig):
+            raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
+        if not requests:
+            return []
+        self.sync()
+        greedy = sampling.temperature == 0
+        params_of: dict[tuple[str, int], Any] = {}
+        hidden_of: dict[str, frozenset[int]] = {}
+        prompts, params, loras = [], [], []
+        for role, ids, n in requests:
+            self.team._check_role(role)
+            self.team._check_ids(role, [list(ids)], extra=sampling.max_new_tokens)
+            if (role, n) not in params_of:
+                rules = stop_rules(self.team.tokenizer_for(role), self.team._eos_ids(role), sampling.stop)
+                hidden_of[role] = rules.hidden
+                params_of[(role, n)] = self._sampling_params(
+                    n=n,
+                    temperature=float(sampling.temperature),
+                    top_p=float(sampling.top_p),
+                    max_tokens=sampling.max_new_tokens,
+                    stop=list(rules.text_stops) or None,
+                    stop_token_ids=sorted(rules.end_ids),
+                    include_stop_str_in_output=True,
+                    skip_special_tokens=False,
+                    logprobs=0 if greedy else None,
+                )
+            prompts.append({"prompt_token_ids": [int(t) for t in ids]})
+            params.append(params_of[(role, n)])
+            loras.append(self._requests[role])
+        outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=loras)
+        result: list[list[Sample]] = []
+        for (role, ids, _), output in zip(requests, outputs, strict=True):
+            tok = self.team.tokenizer_for(role)
+            group = []
+            for completion in output.outputs:
+                if completion.finish_reason not in ("stop", "length"):
+                    raise RuntimeError(f"vLLM ended a sample with finish_reason={completion.finish_reason!r}")
+                tokens = [int(t) for t in completion.token_ids]
+                logprobs = (
+                    [float(step[t].logprob) for step, t in zip(completion.logprobs, tokens, strict=True)]
+                    if greedy
+                    else []
+                )
+                text = tok.decode(
+                    [t for t in tokens if t not in hidden_of[role]],
+                    skip_special_tokens=False,
+                    clean_up_tokenization_spaces=False,
+                )
+                group.append(Sample(list(ids), tokens, logprobs, text, completion.finish_reason))
+            result.append(group)
+        if not greedy:
+            self._training_logprobs(requests, result, sampling.temperature)
+        return result
+
+    def _training_logprobs(
+        self, requests: list[tuple[str, list[int], int]], result: list[list[Sample]], temperature: float
+    ) -> None:
+        """Fill each sample's ``logprobs`` with the training model's teacher-forced ones."""
+        by_role: dict[str, list[Sample]] = {}
+        for (role, _, _), group in zip(requests, result, strict=True):
+            by_role.setdefault(role, []).extend(s for s in group if s.completion_ids)
+        with torch.no_grad():
+            for role, samples in by_role.items():
+                for batch in prompt_batches(samples, self.config.logprob_batch):
+                    lps = self.team.logprobs(
+                        role, [s.prompt_ids for s in batch], [s.completion_ids for s in batch], temperature
+                    )
+                    for s, lp in zip(batch, lps, strict=True):
+                        s.logprobs = lp.float().cpu().tolist()
+
+    def close(self) -> None:
+        """Remove the adapter folder (vLLM itself is released with this object)."""
+        self._cleanup()
+
+
+def vllm_engine(team: TeamPolicy, config: VLLMConfig | None = None) -> VLLMEngine:
+    """The team's :class:`VLLMEngine`, built on first use with ``config`` and kept on the team."""
+    engine = getattr(team, "_vllm_engine", None)
+    if engine is None:
+        engine = VLLMEngine(team, config)
+        team._vllm_engine = engine
+    return engine
+
+
+class VLLMSampler:
+    """The rollout engine's sampler interface (``submit`` / ``step`` / ``busy``, as
+    :class:`~joy_agents.engine.ContinuousSampler`) over :class:`VLLMEngine`: each :meth:`step` sends every
+    waiting request in one call and returns all their samples."""
+
+    def __init__(self, team: TeamPolicy, sampling: SamplingConfig, config: VLLMConfig | None = None) -> None:
+        from joy_agents.engine import EngineStats
+
+        self.engine = vllm_engine(team, config)
+        self.sampling = sampling
+        self.stats = EngineStats()
+        self._waiting: list[tuple[str, list[int], int, Any]] = []
+
+    def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
+        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
+        ``(key, sample)``."""
+        self._waiting.append((role, [int(t) for t in prompt_ids], num_samples, key))
+
+    @property
+    def busy(self) -> bool:
+        """Whether requests are waiting."""
+        return bool(self._waiting)
+
+    def step(self) -> list[tuple[Any, Sample]]:
+        """Sample every waiting request in one vLLM call."""
+        waiting, self._waiting = self._waiting, []
+        groups = self.engine.generate([(r, ids, n) for r, ids, n, _ in waiting], self.sampling)
+        finished = []
+        for (_, ids, _, key), group in zip(waiting, groups, strict=True):
+            for sample in group:
+                finished.append((key, sample))
+                self.stats.samples += 1
+                self.stats.tokens_kept += len(sample.completion_ids)
+                self.stats.prompt_tokens += len(ids)
+        return finished
+
+    def close(self) -> None:
+        """Nothing to give back (the engine stays with the team)."""
+
+    def __enter__(self) -> VLLMSampler:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,112 @@
+"""The ``vllm`` rollout engine (joy_agents.vllm_engine), run against the stand-in of vLLM's offline API in
+tests/support/vllm (a real vLLM needs a GPU): the requests it makes, adapters sent when they change, texts and stops
+as the other engines, log-probs of the training model."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from joy_agents.engine import sample_many
+from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+from joy_agents.rollout import RolloutConfig, RolloutEngine
+from joy_agents.vllm_engine import VLLMConfig, VLLMEngine, vllm_engine
+
+SUPPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
+GREEDY = SamplingConfig(0.0, 1.0, 40, ("</answer>",))
+
+
+@pytest.fixture
+def stand_in_vllm(monkeypatch):
+    """``import vllm`` gives the stand-in for the test's duration."""
+
+    def drop() -> None:
+        for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+            del sys.modules[name]
+
+    drop()
+    monkeypatch.syspath_prepend(SUPPORT)
+    import vllm
+
+    assert vllm.__version__.endswith("stand-in")
+    vllm.LLM.instances.clear()
+    yield vllm
+    drop()
+
+
+@pytest.fixture
+def team(tiny_dir):
+    """A fresh team whose roles' adapters differ (a row through the wrong adapter would show)."""
+    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for role in team.roles:
+            for p in team.trainable_parameters(role):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+    return team
+
+
+def turns(trajectories):
+    return [[(n.role, n.completion_ids, n.text, n.finish_reason) for n in t.nodes] for t in trajectories]
+
+
+def test_greedy_rollouts_match_the_continuous_engine(stand_in_vllm, team):
+    def play(engine):
+        config = RolloutConfig(sampling=GREEDY, max_cycles=6, max_prompt_tokens=416, engine=engine)
+        return RolloutEngine(team, "joy/mixed-v0", "test", 0, config, progress=False).run(list(range(6)))
+
+    ours, served = play("continuous"), play("vllm")
+    assert turns(served) == turns(ours)
+    for a, b in zip(ours, served, strict=True):
+        for x, y in zip(a.nodes, b.nodes, strict=True):
+            assert y.logprobs == pytest.approx(x.logprobs, abs=1e-4)  # greedy: vLLM's raw log-probs
+    (llm,) = stand_in_vllm.LLM.instances
+    assert llm.options["enable_lora"] and llm.options["max_lora_rank"] == 8 and llm.options["max_loras"] == 5
+    assert llm.options["gpu_memory_utilization"] == VLLMConfig().gpu_memory_utilization
+    assert sum(call["prompts"] for call in llm.calls) == sum(len(t.nodes) for t in served)
+
+
+def test_changed_adapters_are_sent_again_and_only_they(stand_in_vllm, team):
+    engine = vllm_engine(team)
+    assert vllm_engine(team) is engine  # one engine per team
+    assert engine.sync() == 5 and engine.sync() == 0
+    ids = team.encode_prompt("math", [{"role": "user", "content": "What is 17 + 25?"}], None)
+    before = engine.generate([("math", ids, 1)], GREEDY)[0][0]
+    with torch.no_grad():
+        for p in team.trainable_parameters("math"):
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(7)) * 0.5)
+    after = engine.generate([("math", ids, 1)], GREEDY)[0][0]
+    assert engine.adapters_sent == 6  # math again, no other role
+    expected = team.generate("math", [ids], GREEDY)[0][0]
+    assert after.completion_ids == expected.completion_ids and after.text == expected.text
+    assert after.completion_ids != before.completion_ids
+    (llm,) = stand_in_vllm.LLM.instances
+    assert [i for i, _ in llm.loaded][-1] == 6
+
+
+def test_sampled_logprobs_are_the_training_models(stand_in_vllm, team):
+    ids = team.encode_prompt("qa", [{"role": "user", "content": "Who wrote Dune?"}], None)
+    sampling = SamplingConfig(1.0, 1.0, 24, ("</answer>",))
+    out = sample_many(team, [("qa", ids), ("math", ids)], sampling, num_samples=3, engine="vllm")
+    assert [len(g) for g in out] == [3, 3]
+    (llm,) = stand_in_vllm.LLM.instances
+    assert llm.calls[-1]["prompts"] == 2 and len(set(llm.calls[-1]["loras"])) == 2  # one call, each its adapter
+    for role, group in zip(("qa", "math"), out, strict=True):
+        for s in group:
+            assert s.prompt_ids == ids and len(s.logprobs) == len(s.completion_ids) > 0
+            expected = team.logprobs(role, [s.prompt_ids], [s.completion_ids], 1.0)[0].detach()
+            assert torch.tensor(s.logprobs) == pytest.approx(expected, abs=1e-5)
+
+
+def test_refusals_name_the_fix(monkeypatch, tiny_dir, team):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # not installed
+    with pytest.raises(ImportError, match=r"joyagents\[vllm\]"):
+        VLLMEngine(team)
+    full = TeamPolicy(TeamConfig(model=str(tiny_dir), roles=("math",), use_lora=False))
+    with pytest.raises(ValueError, match="engine='continuous'"):
+        VLLMEngine(full)
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        VLLMConfig(gpu_memory_utilization=0)
+    with pytest.raises(TypeError, match="VLLMConfig"):
+        RolloutConfig(vllm={"gpu_memory_utilization": 0.5})
