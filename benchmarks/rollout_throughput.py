@@ -17,7 +17,11 @@ per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured i
   strings), counting the tokens the engine kept from those calls; ``ratio_vs_generate`` = continuous over it.
 * ``rows_per_call``, ``decode_forwards_per_token`` and ``tokens_computed`` / ``tokens_kept`` of each engine
   (a per-role call computes rows x its longest row; ``rows_per_call_ratio`` = continuous over per-role).
+* ``longest_episode_tokens``: the generated tokens of the longest episode, which decode one after another: no
+  engine that decodes a token per row per forward needs fewer decode forwards (compare ``decode_forwards``).
 * ``same_greedy_episodes``: share of episodes whose turns (role, tokens) are the same under both engines.
+* ``--vllm``: the ``vllm`` engine on the same episodes too (``vllm_s``, ``vllm_tokens_per_s``,
+  ``same_greedy_episodes_vllm`` against the continuous engine); needs vLLM, so a GPU.
 * ``ratio_shared_vs_unshared``: node-wise sampling as ``TeamPolicy.generate`` does it (G = ``--group-size``
   samples at each of the first ``--max-nodes`` nodes of ``--node-tasks`` expert trajectories, one generate per
   role, temperature 1.2, ``--max-new-tokens``), tokens per second with ``TeamConfig.share_prefix`` on (each
@@ -64,6 +68,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--shared-only", action="store_true", help="only the shared-vs-unshared figure")
     parser.add_argument(
         "--team", help="with --shared-only: a saved team (RUN/team of joy-train) sampled instead of fresh adapters"
+    )
+    parser.add_argument(
+        "--vllm", action="store_true", help="also time the vllm engine on the same episodes (needs vLLM and a GPU)"
     )
     parser.add_argument("--cpu-time", action="store_true", help="time the shared figure in CPU seconds of this process")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --cpu-time)")
@@ -150,6 +157,23 @@ def main(argv: list[str] | None = None) -> dict:
                 _bare_generate(model, prompts, steps, pad, args.temperature)
     bare_s = time.perf_counter() - t0
 
+    served: dict = {}
+    if args.vllm:
+        engine = engine_of("vllm")  # the warm-up builds vLLM and sends the adapters
+        t0 = time.perf_counter()
+        by_vllm = engine.run(starts)
+        vllm_s = time.perf_counter() - t0
+        vllm_turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in by_vllm]
+        fast_turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in fast]
+        served = {
+            "vllm_s": vllm_s,
+            "vllm_tokens_per_s": sum(t.generated_tokens for t in by_vllm) / vllm_s,
+            "same_greedy_episodes_vllm": (
+                sum(a == b for a, b in zip(vllm_turns, fast_turns, strict=True)) / len(fast)
+                if args.temperature == 0
+                else None
+            ),
+        }
     fast_tokens = sum(t.generated_tokens for t in fast)
     slow_tokens = sum(t.generated_tokens for t in slow)
     kept_in_calls = sum(k for *_, k in calls)
@@ -173,6 +197,8 @@ def main(argv: list[str] | None = None) -> dict:
         "episodes": args.episodes,
         "temperature": args.temperature,
         "max_new_tokens": args.max_new_tokens,
+        "continuous_s": continuous_s,
+        "longest_episode_tokens": max(t.generated_tokens for t in fast),
         "continuous_tokens": fast_tokens,
         "continuous_tokens_per_s": continuous_tps,
         "per_role_tokens": slow_tokens,
@@ -198,6 +224,7 @@ def main(argv: list[str] | None = None) -> dict:
         "adapter_team_memory_ratio": memory_ratio,
         "adapter_team_memory_ratio_qwen2.5_0.5b": qwen_ratio,
         "lora_r": args.lora_r,
+        **served,
         **shared,
     }
     _report(result, args.out)
@@ -208,6 +235,7 @@ def _report(result: dict, out: str | None) -> None:
     for key in (
         "continuous_tokens_per_s",
         "per_role_tokens_per_s",
+        "vllm_tokens_per_s",
         "generate_tokens_per_s",
         "shared_tokens_per_s",
         "unshared_tokens_per_s",
@@ -226,6 +254,7 @@ def _report(result: dict, out: str | None) -> None:
         "ratio_vs_generate",
         "rows_per_call_ratio",
         "same_greedy_episodes",
+        "same_greedy_episodes_vllm",
         "ratio_shared_vs_unshared",
         "adapter_team_memory_ratio",
         "adapter_team_memory_ratio_qwen2.5_0.5b",

@@ -295,6 +295,8 @@ def test_rollout_throughput_compares_the_engines_on_the_same_episodes(sft_run, t
     assert fast["tokens_kept"] <= fast["tokens_computed"]
     # every live row in each decode step, against calls per role that each run to their slowest row
     assert fast["decode_forwards"] <= slow["decode_forwards_per_token"] * result["per_role_tokens"]
+    # the longest episode's tokens decode one after another: no fewer forwards are possible
+    assert fast["decode_forwards"] >= result["longest_episode_tokens"] > 0
     assert result["ratio_vs_per_role"] > 0 and result["ratio_vs_generate"] > 0
 
 

@@ -60,7 +60,7 @@ def test_greedy_rollouts_match_the_continuous_engine(stand_in_vllm, team):
     assert turns(served) == turns(ours)
     for a, b in zip(ours, served, strict=True):
         for x, y in zip(a.nodes, b.nodes, strict=True):
-            assert y.logprobs == pytest.approx(x.logprobs, abs=1e-4)  # greedy: vLLM's raw log-probs
+            assert y.logprobs == pytest.approx(x.logprobs, abs=1e-3)  # greedy: vLLM's raw log-probs (one row each)
     (llm,) = stand_in_vllm.LLM.instances
     assert llm.options["enable_lora"] and llm.options["max_lora_rank"] == 8 and llm.options["max_loras"] == 5
     assert llm.options["gpu_memory_utilization"] == VLLMConfig().gpu_memory_utilization
@@ -110,3 +110,16 @@ def test_refusals_name_the_fix(monkeypatch, tiny_dir, team):
         VLLMConfig(gpu_memory_utilization=0)
     with pytest.raises(TypeError, match="VLLMConfig"):
         RolloutConfig(vllm={"gpu_memory_utilization": 0.5})
+
+
+def test_the_throughput_benchmark_times_the_vllm_engine(stand_in_vllm, sft_run, tmp_path):
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(SUPPORT), os.pardir, "benchmarks", "rollout_throughput.py")
+    spec = importlib.util.spec_from_file_location("rollout_throughput", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    small = ["--episodes", "3", "--max-new-tokens", "6", "--max-cycles", "3", "--max-prompt-tokens", "192"]
+    shared = ["--node-tasks", "1", "--max-nodes", "1", "--group-size", "2", "--shared-repeats", "1"]
+    result = bench.main(["--team", os.path.join(sft_run, "team"), *small, *shared, "--vllm"])
+    assert result["same_greedy_episodes_vllm"] == 1.0 and result["vllm_tokens_per_s"] > 0
