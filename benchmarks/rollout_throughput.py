@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from transformers import AutoModelForCausalLM
 
+    from joy_agents.adapters import meta_team_memory_ratio, parameter_bytes
     from joy_agents.models import resolve_model_path
-    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy, meta_team_memory_ratio, parameter_bytes
+    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
     from joy_agents.rollout import RolloutConfig, RolloutEngine
     from joy_trainers.sft import resolve_model
 

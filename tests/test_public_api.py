@@ -40,6 +40,17 @@ PUBLIC = {
         "expert_policy",
         "summarize",
     ],
+    # the team policy's module keeps the names it documents, wherever they are defined
+    "joy_agents.policy": [
+        "PROMPT_STYLES",
+        "Sample",
+        "SamplingConfig",
+        "TeamConfig",
+        "TeamPolicy",
+        "attach_role_adapters",
+        "parameter_bytes",
+        "prompt_view",
+    ],
     "joy_trainers": ["ENTRY_POINT_GROUP", "TRAINERS", "Trainer", "available_trainers", "rl"],
     # the 36 names of the single-module joy_trainers.rl, the plugin SDK
     "joy_trainers.rl": [
