@@ -6,6 +6,7 @@ module as ``_common``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 from collections.abc import Mapping
@@ -21,6 +22,12 @@ def run_settings(run: str | Path) -> tuple[str, dict[str, Any], int]:
     results = Path(run) / "results.json"
     config = json.loads(results.read_text()).get("config", {}) if results.is_file() else {}
     return config.get("env_id", "joy/mixed-v0"), config.get("env_kwargs") or {}, data_seed_of(config)
+
+
+def check_team_run(parser: argparse.ArgumentParser, run: str | Path) -> None:
+    """Stop with a usage error unless ``run`` is a ``joy-train`` run directory holding a saved team."""
+    if not (Path(run) / "team" / "team.json").is_file():
+        parser.error(f"{run!r} holds no team/team.json; pass a run directory of `joy-train`")
 
 
 def torch_machine() -> str:

@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
 
-from _common import run_settings, torch_machine, write_json  # noqa: E402
+from _common import check_team_run, run_settings, torch_machine, write_json  # noqa: E402
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -137,8 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"need --tasks >= 1, --samples >= 1, --temperature > 0; got {args.tasks}, {args.samples}, "
             f"{args.temperature}"
         )
-    if not (Path(args.run) / "team" / "team.json").is_file():
-        parser.error(f"{args.run!r} holds no team/team.json; pass a run directory of `joy-train`")
+    check_team_run(parser, args.run)
 
     import torch
 

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # rl_headroom and _common, also when loaded by path
 
-from _common import run_settings, torch_machine, write_json  # noqa: E402
+from _common import check_team_run, run_settings, torch_machine, write_json  # noqa: E402
 from rl_headroom import play, task_list  # noqa: E402
 
 
@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"need --tasks >= 1, --samples >= 2, --steps >= 1, --temperature > 0; got {args.tasks}, "
             f"{args.samples}, {args.steps}, {args.temperature}"
         )
-    if not (Path(args.run) / "team" / "team.json").is_file():
-        parser.error(f"{args.run!r} holds no team/team.json; pass a run directory of `joy-train`")
+    check_team_run(parser, args.run)
 
     import torch
 
