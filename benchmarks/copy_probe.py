@@ -24,11 +24,14 @@ The probe takes about 30 s per team on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import torch_machine, write_json  # noqa: E402
 
 
 def copied_spans(example: Any) -> list[tuple[int, int]]:
@@ -90,8 +93,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.tasks < 1:
         parser.error(f"--tasks must be >= 1, got {args.tasks}")
 
-    import torch
-
     import joy_env
     from joy_agents.policy import TeamPolicy
     from joy_agents.sft_data import expert_examples, split_train_tasks
@@ -117,13 +118,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "benchmark": "copy_probe",
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "machine": torch_machine(),
         "settings": {"tasks": args.tasks, "max_length": args.max_length, "env_id": "joy/mixed-v0"},
         "teams": teams,
         "wall_s": time.perf_counter() - start,
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
+    write_json(result, args.out)
     return result
 
 

@@ -23,15 +23,19 @@ import argparse
 import contextlib
 import copy
 import io
-import json
-import os
 import platform
 import re
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import joy_env
 from joy_env.expert import expert_action
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import write_json  # noqa: E402
 
 
 def expert_speed(env_id: str, episodes: int, pool: int) -> dict[str, float]:
@@ -152,11 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
             f" turns/s, bound by sampling random 16k-char Text actions ({rnd['sample_us']:.0f} us each); the env"
             f" alone on pre-sampled random text: {rnd['turns_per_s']:.0f} turns/s"
         )
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-        print(f"wrote {args.out}")
+    write_json(result, args.out, announce=True)
     return result
 
 

@@ -60,16 +60,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import write_json  # noqa: E402
 
 ROLE = "master"
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -525,9 +529,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"ours / TRL: {r['ratio_vs_trl']:.2f}x per step (generate {r['generate_ratio_vs_trl']:.2f}x, "
         f"update {r['update_ratio_vs_trl']:.2f}x)"
     )
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
+    write_json(result, args.out)
     return result
 
 

@@ -29,12 +29,15 @@ is on the results page (docs/results.md).
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import check_team_run, run_settings, torch_machine, write_json  # noqa: E402
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -134,21 +137,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"need --tasks >= 1, --samples >= 1, --temperature > 0; got {args.tasks}, {args.samples}, "
             f"{args.temperature}"
         )
-    if not (Path(args.run) / "team" / "team.json").is_file():
-        parser.error(f"{args.run!r} holds no team/team.json; pass a run directory of `joy-train`")
+    check_team_run(parser, args.run)
 
     import torch
 
     import joy_env
     from joy_agents.rollout import summarize
-    from joy_trainers.cli import data_seed_of
 
     start = time.perf_counter()
-    results = Path(args.run) / "results.json"
-    run_config = json.loads(results.read_text()).get("config", {}) if results.is_file() else {}
-    env_id = run_config.get("env_id", "joy/mixed-v0")
-    env_kwargs = run_config.get("env_kwargs") or {}
-    data_seed = data_seed_of(run_config)
+    env_id, env_kwargs, data_seed = run_settings(args.run)
     torch.manual_seed(args.seed)
     tasks = task_list(env_id, env_kwargs, data_seed, args.split)[: args.tasks]
     greedy, runs, outcomes = play(
@@ -175,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "benchmark": "rl_headroom",
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "machine": torch_machine(),
         "settings": {
             **{k: v for k, v in vars(args).items() if k not in ("out",)},
             "env_id": env_id,
@@ -185,8 +182,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "figures": figures,
         "wall_s": time.perf_counter() - start,
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
+    write_json(result, args.out)
     return result
 
 

@@ -20,16 +20,15 @@ Its cost with the defaults on the tiny team is on the results page (docs/results
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # rl_headroom and _common, also when loaded by path
 
+from _common import check_team_run, run_settings, torch_machine, write_json  # noqa: E402
 from rl_headroom import play, task_list  # noqa: E402
 
 
@@ -66,19 +65,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"need --tasks >= 1, --samples >= 2, --steps >= 1, --temperature > 0; got {args.tasks}, "
             f"{args.samples}, {args.steps}, {args.temperature}"
         )
-    if not (Path(args.run) / "team" / "team.json").is_file():
-        parser.error(f"{args.run!r} holds no team/team.json; pass a run directory of `joy-train`")
+    check_team_run(parser, args.run)
 
     import torch
 
-    from joy_trainers.cli import data_seed_of, load_trainer, parse_overrides
+    from joy_trainers.cli import load_trainer, parse_overrides
 
     start = time.perf_counter()
-    results = Path(args.run) / "results.json"
-    run_config = json.loads(results.read_text()).get("config", {}) if results.is_file() else {}
-    env_id = run_config.get("env_id", "joy/mixed-v0")
-    env_kwargs = run_config.get("env_kwargs") or {}
-    data_seed = data_seed_of(run_config)
+    env_id, env_kwargs, data_seed = run_settings(args.run)
     torch.manual_seed(args.seed)
     tasks = task_list(env_id, env_kwargs, data_seed, "train")[: args.tasks]
     greedy, _, outcomes = play(
@@ -90,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "benchmark": "rl_sharpen",
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "machine": torch_machine(),
         "settings": {
             **{k: v for k, v in vars(args).items() if k not in ("out", "workdir")},
             "env_id": env_id,
@@ -141,8 +135,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{before['sample_success']:.3f} -> {result['after']['sample_success']:.3f}"
         )
     result["wall_s"] = time.perf_counter() - start
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
+    write_json(result, args.out)
     return result
 
 

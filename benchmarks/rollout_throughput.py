@@ -39,13 +39,18 @@ per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -80,8 +85,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from transformers import AutoModelForCausalLM
 
+    from joy_agents.adapters import meta_team_memory_ratio, parameter_bytes
     from joy_agents.models import resolve_model_path
-    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy, meta_team_memory_ratio, parameter_bytes
+    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
     from joy_agents.rollout import RolloutConfig, RolloutEngine
     from joy_trainers.sft import resolve_model
 
@@ -261,11 +267,7 @@ def _report(result: dict, out: str | None) -> None:
     ):
         if result.get(key) is not None:
             print(f"{key:>26}: {result[key]:9.3f}")
-    if out:
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:
-            json.dump(result, f, indent=2)
-        print(f"wrote {out}")
+    write_json(result, out, announce=True)
 
 
 def node_prompts(team, env_id: str, tasks: int, max_nodes: int, seed: int) -> dict[str, list[list[int]]]:

@@ -16,10 +16,13 @@ fresh tiny team (untrained adapters on the embedded tiny model: longer, looping 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import torch_machine, write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds_per_continuation": per_continuation,
         "joint_estimated_s": joint * per_continuation,
         "generated_tokens_nodewise": sum(t.generated_tokens for t in finished),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "machine": torch_machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
     print(f"{'task':<22}{'N':>4}{'node-wise N*G':>16}{'joint G^N':>14}")
@@ -117,9 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"total: node-wise {nodewise} continuations in {nodewise_s:.1f} s; joint would need {joint} trajectories "
         f"({result['joint_over_nodewise']:.0f}x, about {result['joint_estimated_s']:.0f} s at the same rate)"
     )
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
+    write_json(result, args.out)
     return result
 
 

@@ -21,10 +21,14 @@ faster than the plain loop).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -152,11 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     for key in ("trainer_tokens_per_s", "plain_tokens_per_s", "ratio"):
         print(f"{key:>22}: {result[key]:10.2f}")
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-        print(f"wrote {args.out}")
+    write_json(result, args.out, announce=True)
     return result
 
 

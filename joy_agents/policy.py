@@ -32,9 +32,9 @@ Sampling (``TeamPolicy.generate``):
 * shared prefill (``TeamConfig.share_prefix``, on by default): a prompt that several rows share (the G samples
   of a node, or G episodes of a task at the same turn) runs once, and so does the start that all of a call's
   prompts share (a role's system prompt and tools, when at least ``MIN_SHARED_PREFIX`` tokens); their KV cache
-  is copied to the rows before decoding (:func:`prefill_shared`). ``logprobs`` does the same for rows with one
-  prompt (a GRPO group's G completions), gradients included. Both equal the unshared computation within float
-  rounding (1e-4 in float32, tested);
+  is copied to the rows before decoding (:func:`~joy_agents.prefill.prefill_shared`). ``logprobs`` does the
+  same for rows with one prompt (a GRPO group's G completions), gradients included. Both equal the unshared
+  computation within float rounding (1e-4 in float32, tested);
 * ``temperature == 0`` is greedy; otherwise tokens are drawn from ``softmax(logits / temperature)`` truncated to
   the ``top_p`` nucleus;
 * ``Sample.logprobs[t]`` is ``log_softmax(logits / temperature)`` at the sampled token (temperature 1 when
@@ -48,9 +48,9 @@ Sampling (``TeamPolicy.generate``):
   ``max_new_tokens`` (``"length"``). Stop strings that are a single token are extra EOS ids; a stop string
   spelled with several tokens (``</answer>`` in most vocabularies) is matched in the decoded tail of a running
   row, and only of a row whose last token can complete one (it holds the stop's last character,
-  :func:`stop_end_candidates`), so few rows are ever decoded. The completion keeps the token that ended it (the
-  stop text, or the EOS id); when a stop string ends inside a merged token, that whole token is kept (no
-  re-tokenisation, so the text may run a few characters past the stop);
+  :func:`~joy_agents.decoding.stop_end_candidates`), so few rows are ever decoded. The completion keeps the
+  token that ended it (the stop text, or the EOS id); when a stop string ends inside a merged token, that whole
+  token is kept (no re-tokenisation, so the text may run a few characters past the stop);
 * ``Sample.prompt_ids + Sample.completion_ids`` are exactly the ids fed to and produced by the model; trainers
   use them directly and never re-tokenise text. ``Sample.text`` is the completion decoded with special tokens
   kept, except EOS and pad ids.
@@ -71,6 +71,11 @@ shared base hold the base once (``team.parameter_bytes() / parameter_bytes(plain
 Saving: ``save(path)`` writes ``team.json`` (the ``TeamConfig``) and ``path/<role>/`` per role: the LoRA adapter
 (PEFT format) or, with ``use_lora=False``, the full model and tokenizer. ``TeamPolicy.load(path, **overrides)``
 rebuilds the same team (for example ``device="cuda"``, ``dtype="bfloat16"``).
+
+Modules: this one holds :class:`TeamPolicy` and re-exports the names in ``__all__``; the settings and the
+``Sample`` record are in :mod:`joy_agents.config`, the LoRA adapters and memory counts in
+:mod:`joy_agents.adapters`, shared prefill and ``prompt_batches`` in :mod:`joy_agents.prefill`, and the decode
+step (nucleus, log-prob recording, stop rules) in :mod:`joy_agents.decoding`.
 """
 
 from __future__ import annotations
@@ -78,21 +83,27 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import functools
 import json
-import math
 import os
-import warnings
-import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from joy_agents.adapters import (
+    _hf_model,
+    _lora_config,
+    _quiet_peft,
+    _role_lora_parameters,
+    attach_role_adapters,
+    parameter_bytes,
+)
 from joy_agents.chat import FittedPrompt, end_of_turn, render_prompt
 from joy_agents.chat import fit_prompt as fit_chat_prompt
+from joy_agents.config import PROMPT_STYLES, Sample, SamplingConfig, TeamConfig, prompt_view, with_system_note
+from joy_agents.decoding import _LogprobRecorder, _StopCriterion, stop_rules
 from joy_agents.models import resolve_model_path
+from joy_agents.prefill import PromptLayout, plain_layout, prefill_shared, prompt_layout
 
 __all__ = [
     "PROMPT_STYLES",
@@ -105,292 +116,8 @@ __all__ = [
     "prompt_view",
 ]
 
-_DTYPES = ("float32", "bfloat16", "float16")
-PROMPT_STYLES = ("full", "compact")
-"""How a role's turn is rendered (``TeamConfig.prompt_style``, :func:`prompt_view`)."""
 _TEAM_FILE = "team.json"
 _TEAM_FORMAT = "joy_agents.team/1"
-
-
-@dataclass
-class SamplingConfig:
-    """How to sample completions: temperature (0 = greedy), nucleus ``top_p``, a cap on new tokens, stop texts."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
-    stop: tuple[str, ...] = ("</answer>", "</tool_call>")
-
-    def __post_init__(self) -> None:
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
-            raise TypeError(f"SamplingConfig.temperature must be a number, got {self.temperature!r}")
-        if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise ValueError(
-                f"SamplingConfig.temperature must be finite and >= 0 (0 = greedy), got {self.temperature!r}"
-            )
-        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)):
-            raise TypeError(f"SamplingConfig.top_p must be a number, got {self.top_p!r}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"SamplingConfig.top_p must be in (0, 1] (1 = no truncation), got {self.top_p!r}")
-        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int):
-            raise TypeError(f"SamplingConfig.max_new_tokens must be an int, got {self.max_new_tokens!r}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"SamplingConfig.max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if isinstance(self.stop, str):
-            raise TypeError(
-                f"SamplingConfig.stop must be a tuple of strings, got the string {self.stop!r}; "
-                f"write stop=({self.stop!r},)"
-            )
-        self.stop = tuple(self.stop)
-        for s in self.stop:
-            if not isinstance(s, str) or not s:
-                raise ValueError(f"SamplingConfig.stop must hold non-empty strings, got {s!r} in {self.stop!r}")
-
-
-def prompt_view(
-    style: str, role: str, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """The messages and tools a role's prompt is rendered from, in prompt ``style``.
-
-    - ``full``: as the env gives them: the role's system prompt first, its tool schemas for the chat template.
-    - ``compact``: the system prompt is replaced by the role's name and no tools are rendered, so a prompt is
-      the request and the conversation so far. For role-specialised small models (one adapter per role, or the
-      embedded tiny model) that learn their role's instructions and tools in SFT: the unchanging text is most of
-      every prompt otherwise, and it puts the entities to copy hundreds of tokens back.
-    """
-    if style not in PROMPT_STYLES:
-        raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
-    out = [dict(m) for m in messages]
-    if style == "full":
-        return out, list(tools) if tools else None
-    if out and out[0].get("role") == "system":
-        out[0]["content"] = role
-    else:
-        out.insert(0, {"role": "system", "content": role})
-    return out, None
-
-
-def with_system_note(messages: Sequence[dict[str, Any]], note: str) -> list[dict[str, Any]]:
-    """``messages`` with ``note`` appended to the system message (or a system message holding it)."""
-    out = [dict(m) for m in messages]
-    if not note:
-        return out
-    if out and out[0].get("role") == "system":
-        out[0]["content"] = str(out[0].get("content") or "") + note
-    else:
-        out.insert(0, {"role": "system", "content": note.strip()})
-    return out
-
-
-@dataclass
-class Sample:
-    """One sampled completion; ``prompt_ids + completion_ids`` are exactly the ids the model saw and produced."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    text: str
-    finish_reason: str
-
-
-@dataclass
-class TeamConfig:
-    """Which models the team uses: a shared base (``model``), per-role separate models, and the LoRA setup."""
-
-    model: str
-    roles: tuple[str, ...] = ("master", "qa", "ecommerce", "general", "math")
-    separate_models: dict[str, str] = field(default_factory=dict)
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_target_modules: tuple[str, ...] = (
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    )
-    use_lora: bool = True
-    dtype: str = "float32"
-    device: str = "cpu"
-    prompt_style: str = "full"
-    """``full`` (system prompt and tools, the chat template's own rendering) or ``compact`` (:func:`prompt_view`)."""
-    share_prefix: bool = True
-    """Run a prompt that several rows share (G samples of one prompt, G episodes at the same turn) and the common
-    start of a batch's prompts once, in sampling and in teacher-forced log-probs (:func:`prefill_shared`)."""
-
-    def __post_init__(self) -> None:
-        if self.prompt_style not in PROMPT_STYLES:
-            raise ValueError(f"TeamConfig.prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
-        if not isinstance(self.share_prefix, bool):
-            raise TypeError(f"TeamConfig.share_prefix must be true or false, got {self.share_prefix!r}")
-        if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"TeamConfig.model must be a model name or local path, got {self.model!r}")
-        if isinstance(self.roles, str):
-            raise TypeError(f"TeamConfig.roles must be a tuple of role names, got the string {self.roles!r}")
-        self.roles = tuple(self.roles)
-        if not self.roles:
-            raise ValueError("TeamConfig.roles is empty; give at least one role name")
-        for r in self.roles:
-            if not isinstance(r, str) or not r or "." in r or r.strip() != r:
-                raise ValueError(
-                    f"TeamConfig.roles: role names must be non-empty strings without '.' or surrounding spaces, "
-                    f"got {r!r}"
-                )
-        if len(set(self.roles)) != len(self.roles):
-            raise ValueError(f"TeamConfig.roles has duplicates: {self.roles!r}")
-        self.separate_models = dict(self.separate_models)
-        unknown = sorted(set(self.separate_models) - set(self.roles))
-        if unknown:
-            raise ValueError(
-                f"TeamConfig.separate_models names roles {unknown} that are not in roles {list(self.roles)}"
-            )
-        for role, path in self.separate_models.items():
-            if not isinstance(path, str) or not path:
-                raise ValueError(f"TeamConfig.separate_models[{role!r}] must be a model name or path, got {path!r}")
-        if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or self.lora_r < 1:
-            raise ValueError(f"TeamConfig.lora_r must be an int >= 1, got {self.lora_r!r}")
-        if not isinstance(self.lora_alpha, (int, float)) or self.lora_alpha <= 0:
-            raise ValueError(f"TeamConfig.lora_alpha must be > 0, got {self.lora_alpha!r}")
-        if not isinstance(self.lora_dropout, (int, float)) or not 0.0 <= self.lora_dropout < 1.0:
-            raise ValueError(f"TeamConfig.lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
-        if isinstance(self.lora_target_modules, str):
-            raise TypeError(
-                f"TeamConfig.lora_target_modules must be a tuple of module names, got the string "
-                f"{self.lora_target_modules!r}"
-            )
-        self.lora_target_modules = tuple(self.lora_target_modules)
-        if not self.lora_target_modules:
-            raise ValueError("TeamConfig.lora_target_modules is empty; name the linear layers to adapt")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"TeamConfig.dtype must be one of {_DTYPES}, got {self.dtype!r}")
-        try:
-            torch.device(self.device)
-        except (RuntimeError, TypeError) as e:
-            raise ValueError(f"TeamConfig.device {self.device!r} is not a torch device ({e})") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (tuples become lists)."""
-        d = dataclasses.asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-def parameter_bytes(*modules: torch.nn.Module) -> int:
-    """Bytes of all parameters and buffers of ``modules``, each storage counted once (shared/tied weights once).
-
-    Tensors on the ``meta`` device have no storage; they are counted once per tensor object.
-    """
-    seen: set[Any] = set()
-    total = 0
-    for module in modules:
-        for t in list(module.parameters()) + list(module.buffers()):
-            if t.device.type == "meta":
-                key: Any = ("meta", id(t))
-                nbytes = t.numel() * t.element_size()
-            else:
-                storage = t.untyped_storage()
-                key = (t.device.type, t.device.index, storage.data_ptr())
-                nbytes = storage.nbytes()
-            if key not in seen:
-                seen.add(key)
-                total += nbytes
-    return total
-
-
-QWEN2_5_0_5B_SHAPE = {
-    "vocab_size": 151936,
-    "hidden_size": 896,
-    "intermediate_size": 4864,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
-    "tie_word_embeddings": True,
-}
-"""The shape of Qwen2.5-0.5B, for memory estimates without a download."""
-
-
-def meta_team_memory_ratio(
-    shape: dict[str, Any] | None = None, config: TeamConfig | None = None, dtype: str = "bfloat16"
-) -> float:
-    """Parameter bytes of a team (one base + one adapter per role) over one plain model, for a Qwen2
-    model of ``shape`` built on the ``meta`` device (no weights are allocated or downloaded)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = config or TeamConfig(model="meta")
-    with torch.device("meta"):
-        model = Qwen2ForCausalLM(Qwen2Config(**(shape or QWEN2_5_0_5B_SHAPE))).to(getattr(torch, dtype))
-        base = parameter_bytes(model)
-        team = attach_role_adapters(model, config.roles, _lora_config(config))
-        return parameter_bytes(team) / base
-
-
-def _lora_config(config: TeamConfig) -> Any:
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(config.lora_target_modules),
-        bias="none",
-        task_type="CAUSAL_LM",
-    )
-
-
-@contextlib.contextmanager
-def _quiet_peft() -> Iterator[None]:
-    """Hide a transformers deprecation warning that peft triggers (``is_gradient_checkpointing``)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        yield
-
-
-def attach_role_adapters(model: torch.nn.Module, roles: Sequence[str], lora_config: Any) -> Any:
-    """Wrap ``model`` in one ``PeftModel`` holding one fresh LoRA adapter per role (first role active).
-
-    The base weights are not copied: every adapter sits on the same frozen base.
-    """
-    from peft import get_peft_model
-
-    if not roles:
-        raise ValueError("attach_role_adapters needs at least one role")
-    with _quiet_peft():
-        peft_model = get_peft_model(model, copy.deepcopy(lora_config), adapter_name=roles[0])
-        for role in roles[1:]:
-            peft_model.add_adapter(role, copy.deepcopy(lora_config))
-    peft_model.set_adapter(roles[0])
-    return peft_model
-
-
-def _role_lora_parameters(model: torch.nn.Module, role: str) -> list[torch.nn.Parameter]:
-    """The parameters of adapter ``role`` in every PEFT tuner layer of ``model``."""
-    from peft.tuners.tuners_utils import BaseTunerLayer
-
-    params: list[torch.nn.Parameter] = []
-    seen: set[int] = set()
-    for module in model.modules():
-        if not isinstance(module, BaseTunerLayer):
-            continue
-        for name in module.adapter_layer_names:
-            container = getattr(module, name, None)
-            if container is None or role not in container:
-                continue
-            item = container[role]
-            found = [item] if isinstance(item, torch.nn.Parameter) else list(item.parameters())
-            for p in found:
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    params.append(p)
-    return params
-
-
-def _hf_model(module: torch.nn.Module) -> Any:
-    """The underlying transformers model of a PeftModel (or the model itself)."""
-    from peft import PeftModel
-
-    return module.get_base_model() if isinstance(module, PeftModel) else module
 
 
 def _as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int]]:
@@ -406,367 +133,6 @@ def _as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int
             raise ValueError(f"{name}[{i}] is empty; every prompt needs at least one token")
         out.append(list(s))
     return out
-
-
-def unique_rows(rows: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[int]]:
-    """The distinct rows of ``rows`` in order of first appearance, and for each row the index of its copy."""
-    first: dict[tuple[int, ...], int] = {}
-    unique: list[list[int]] = []
-    index: list[int] = []
-    for r in rows:
-        key = tuple(r)
-        if key not in first:
-            first[key] = len(unique)
-            unique.append(list(r))
-        index.append(first[key])
-    return unique, index
-
-
-def common_prefix_length(rows: Sequence[Sequence[int]]) -> int:
-    """How many first tokens every row of ``rows`` shares."""
-    if not rows:
-        return 0
-    first = rows[0]
-    n = min(len(r) for r in rows)
-    for r in rows[1:]:
-        k = 0
-        while k < n and r[k] == first[k]:
-            k += 1
-        n = k
-    return n
-
-
-MIN_SHARED_PREFIX = 16
-"""Shortest common prefix of different prompts worth running once for all of them (:func:`prompt_layout`)."""
-
-
-@dataclass
-class PromptLayout:
-    """Distinct prompts laid out to run their shared parts once (:func:`prompt_layout`).
-
-    Row ``u`` of ``ids`` is ``[common tokens][padding][rest of prompt u]``: the first ``common`` columns are the
-    same in every row, every prompt ends in the last column, and ``positions`` count real tokens only, so the
-    padding in the middle changes nothing (it is masked out). ``index[r]`` is the distinct prompt of row ``r``
-    of the batch the layout serves.
-    """
-
-    ids: torch.Tensor  # (U, W)
-    mask: torch.Tensor  # (U, W)
-    positions: torch.Tensor  # (U, W)
-    common: int
-    index: torch.Tensor  # (R,)
-
-
-def prompt_layout(
-    rows: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu", min_common: int = MIN_SHARED_PREFIX
-) -> PromptLayout | None:
-    """The :class:`PromptLayout` of a batch of prompts ``rows`` when sharing saves work (some prompts repeat, or
-    all share at least ``min_common`` first tokens), else None. A common prefix shorter than ``min_common`` is
-    not split off; the common part always leaves every prompt at least its last token."""
-    unique, index = unique_rows(rows)
-    width = max(len(u) for u in unique)
-    if width < 2:
-        return None
-    common = min(common_prefix_length(unique), min(len(u) for u in unique) - 1)
-    if len(unique) > 1 and common < min_common:
-        common = 0
-    if len(unique) == len(rows) and common == 0:
-        return None
-    rest = max(len(u) for u in unique) - common
-    width = common + rest
-    ids = torch.full((len(unique), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(unique), width), dtype=torch.long)
-    for i, u in enumerate(unique):
-        ids[i, :common] = torch.tensor(u[:common], dtype=torch.long)
-        mask[i, :common] = 1
-        tail = u[common:]
-        ids[i, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
-        mask[i, width - len(tail) :] = 1
-    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
-    return PromptLayout(
-        ids.to(device), mask.to(device), positions.to(device), common, torch.tensor(index, device=device)
-    )
-
-
-def plain_layout(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu") -> PromptLayout:
-    """The :class:`PromptLayout` of ``rows`` with nothing shared: each row left-padded on its own."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r) :] = torch.tensor(list(r), dtype=torch.long)
-        mask[i, width - len(r) :] = 1
-    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
-    index = torch.arange(len(rows), device=device)
-    return PromptLayout(ids.to(device), mask.to(device), positions.to(device), 0, index)
-
-
-@functools.cache
-def _cache_argument(model_class: type) -> str:
-    """The name of ``model_class.forward``'s KV-cache argument: ``cache`` in newer transformers, before that
-    ``past_key_values``."""
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
-
-
-def _cache_of(output: Any) -> Any:
-    cache = getattr(output, "cache", None)
-    return output.past_key_values if cache is None else cache
-
-
-def prefill_shared(model: torch.nn.Module, layout: PromptLayout) -> tuple[Any, str]:
-    """Run every column of ``layout`` but the last through ``model`` with each shared part computed once: the
-    common prefix for one row, then each distinct prompt's rest, then the KV cache copied out to the batch's
-    rows (``layout.index``). Returns ``(cache, name of the model's cache argument)``. Gradients flow through the
-    cache when enabled, so a loss on the rows reaches the shared tokens' computation once per row."""
-    hf = _hf_model(model)
-    arg = _cache_argument(type(hf))
-    width, common, n_unique = layout.ids.shape[1], layout.common, layout.ids.shape[0]
-    cache = None
-    if common > 0:
-        out = model(
-            input_ids=layout.ids[:1, :common],
-            attention_mask=layout.mask[:1, :common],
-            position_ids=layout.positions[:1, :common],
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        cache = _cache_of(out)
-        if n_unique > 1:
-            cache.batch_repeat_interleave(n_unique)
-    if width - 1 > common:
-        extra = {arg: cache} if cache is not None else {}
-        out = model(
-            input_ids=layout.ids[:, common : width - 1],
-            attention_mask=layout.mask[:, : width - 1],
-            position_ids=layout.positions[:, common : width - 1],
-            use_cache=True,
-            logits_to_keep=1,
-            **extra,
-        )
-        cache = _cache_of(out)
-    if cache is None:
-        raise RuntimeError("internal error: prefill_shared got a layout without a prefix (width < 2)")
-    cache.reorder_cache(layout.index)
-    return cache, arg
-
-
-def prompt_batches(items: Sequence[Any], size: int, prompt: Any = None) -> list[list[Any]]:
-    """``items`` cut into micro-batches of at most ``size``, those with the same prompt next to each other and in
-    one micro-batch where they fit, so :meth:`TeamPolicy.logprobs` runs each prompt once per micro-batch.
-
-    ``prompt(item)`` gives an item's prompt ids (default ``item.prompt_ids``; for ``(sample, value)`` pairs the
-    sample's). Items keep their order within a prompt; prompts are taken in order of first appearance and packed
-    greedily; a prompt with more than ``size`` items fills whole micro-batches."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be an int >= 1, got {size!r}")
-
-    def default(item: Any) -> Sequence[int]:
-        return item[0].prompt_ids if isinstance(item, tuple) else item.prompt_ids
-
-    key_of = prompt or default
-    groups: dict[tuple[int, ...], list[Any]] = {}
-    for item in items:
-        groups.setdefault(tuple(key_of(item)), []).append(item)
-    batches: list[list[Any]] = []
-    current: list[Any] = []
-    for group in groups.values():
-        if len(current) + len(group) > size and current:
-            batches.append(current)
-            current = []
-        while len(group) > size:
-            batches.append(group[:size])
-            group = group[size:]
-        current.extend(group)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def nucleus_logits(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
-    """``scaled`` (rows, vocab) with every token outside the ``top_p`` nucleus set to ``-inf`` (the most likely
-    token always stays)."""
-    sorted_logits, order = torch.sort(scaled, dim=-1, descending=False)
-    cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-    drop_sorted = cum <= (1.0 - top_p)
-    drop_sorted[:, -1] = False  # the most likely token always stays
-    drop = drop_sorted.scatter(1, order, drop_sorted)
-    return scaled.masked_fill(drop, float("-inf"))
-
-
-@dataclass(frozen=True)
-class StopRules:
-    """How a role's rows end (:func:`stop_rules`)."""
-
-    end_ids: frozenset[int]
-    """Ids that end a row: EOS / end-of-turn ids and the stop strings spelled by a single token."""
-    text_stops: tuple[str, ...]
-    """Stop strings found only in the decoded tail of a row."""
-    hidden: frozenset[int]
-    """Ids left out of a sample's text: end-of-turn and padding (special tokens), never content such as
-    ``</answer>``, even when the model's ``generation_config`` lists it as an EOS id."""
-
-
-def stop_rules(tokenizer: Any, eos_ids: Sequence[int], stop: Sequence[str]) -> StopRules:
-    """The :class:`StopRules` of ``tokenizer`` with EOS ids ``eos_ids`` and stop strings ``stop``. An added token
-    (e.g. ``</answer>`` of the tiny tokenizer) is always encoded alone, so its id alone detects it; only other stop
-    strings need the decoded tail."""
-    single = set()
-    for text in stop:
-        enc = tokenizer.encode(text, add_special_tokens=False)
-        if len(enc) == 1:
-            single.add(int(enc[0]))
-    added = tokenizer.get_added_vocab()
-    specials = {int(t) for t in tokenizer.all_special_ids}
-    return StopRules(
-        end_ids=frozenset(set(eos_ids) | single),
-        text_stops=tuple(text for text in stop if text not in added),
-        hidden=frozenset((set(eos_ids) & specials) | {int(tokenizer.pad_token_id)}),
-    )
-
-
-class _LogprobRecorder:
-    """Logits processor: records log_softmax(raw_logits / T) of each sampled token, applies temperature/top-p.
-
-    Called once per generation step with the RAW logits (it is the only processor). The token sampled at
-    step t is only known at step t+1 (last column of ``input_ids``), so the scaled logits of the previous step
-    are kept (one batch x vocab buffer) and ``finish`` gathers the last step from the returned sequences.
-    """
-
-    def __init__(self, temperature: float, top_p: float) -> None:
-        self.sampling = temperature > 0
-        self.temperature = temperature if self.sampling else 1.0
-        self.top_p = top_p
-        self._prev: torch.Tensor | None = None
-        self._prev_lse: torch.Tensor | None = None
-        self.steps: list[torch.Tensor] = []
-
-    def _gather_prev(self, tokens: torch.Tensor) -> None:
-        assert self._prev is not None and self._prev_lse is not None
-        picked = self._prev.gather(1, tokens.view(-1, 1).to(self._prev.device)).squeeze(1)
-        self.steps.append(picked - self._prev_lse)
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if self._prev is not None:
-            self._gather_prev(input_ids[:, -1])
-        scaled = scores.float()
-        if self.temperature != 1.0:
-            scaled = scaled / self.temperature
-        self._prev = scaled
-        self._prev_lse = torch.logsumexp(scaled, dim=-1)
-        if not self.sampling:
-            return scores
-        if self.top_p < 1.0:
-            return nucleus_logits(scaled, self.top_p)
-        return scaled
-
-    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
-        """(rows, steps) log-probs of ``new_tokens`` (the generated columns)."""
-        n = new_tokens.shape[1]
-        if n == 0:
-            return torch.zeros(new_tokens.shape[0], 0)
-        if len(self.steps) == n - 1:
-            self._gather_prev(new_tokens[:, -1])
-        if len(self.steps) != n:
-            raise RuntimeError(
-                f"internal error: recorded {len(self.steps)} log-prob steps for {n} generated tokens; another "
-                "logits processor or a generation mode with several tokens per step (assisted decoding) was used"
-            )
-        self._prev = self._prev_lse = None
-        return torch.stack(self.steps, dim=1)
-
-
-_END_CANDIDATES: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], torch.Tensor]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def stop_end_candidates(tokenizer: Any, stop_strings: Sequence[str], vocab_size: int | None = None) -> torch.Tensor:
-    """A boolean mask over token ids: ``True`` for the tokens that can complete one of ``stop_strings``.
-
-    A stop string first appears in a row's text when the token just generated holds its last character (the
-    token's own text contains a suffix of the stop, or the whole stop), so only rows whose last token contains
-    the last character of a stop string need their tail decoded. Tokens that decode alone to an incomplete
-    UTF-8 sequence (``\ufffd``) count when a stop ends in a non-ASCII character, and ids beyond the
-    tokenizer (a padded embedding) always count. Computed once per tokenizer and stop strings (one
-    ``batch_decode`` of the vocabulary).
-    """
-    n = max(len(tokenizer), int(vocab_size or 0))
-    key = (tuple(stop_strings), n)
-    try:
-        per_tok = _END_CANDIDATES.setdefault(tokenizer, {})
-    except TypeError:  # not weak-referenceable: no cache
-        per_tok = {}
-    if key in per_tok:
-        return per_tok[key]
-    ends = {st[-1] for st in stop_strings if st}
-    wide = any(not c.isascii() for c in ends)
-    texts = tokenizer.batch_decode(
-        [[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False
-    )
-    mask = torch.ones(n, dtype=torch.bool)
-    for i, text in enumerate(texts):
-        mask[i] = any(c in text for c in ends) or (wide and "\ufffd" in text)
-    per_tok[key] = mask
-    return mask
-
-
-class _StopCriterion:
-    """Per-row stop detection: EOS / single-token stops by id, every stop string in the decoded tail.
-
-    Records ``stop_len[row]``: number of generated tokens when the row stopped (-1 while running).
-    Only running rows whose last token can complete a stop string (:func:`stop_end_candidates`) are decoded,
-    and only their last few tokens; with no stop string, no row is ever decoded.
-    """
-
-    def __init__(
-        self,
-        tokenizer: Any,
-        stop_ids: list[int],
-        stop_strings: tuple[str, ...],
-        prompt_len: int,
-        rows: int,
-        device: torch.device,
-        vocab_size: int | None = None,
-    ) -> None:
-        self.tokenizer = tokenizer
-        self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
-        self.stop_strings = stop_strings
-        self.prompt_len = prompt_len
-        # a stop string of b bytes is covered by at most b tokens; one more for a token that starts before it
-        self.tail = max((len(s.encode("utf-8")) for s in stop_strings), default=0) + 1
-        self.done = torch.zeros(rows, dtype=torch.bool, device=device)
-        self.stop_len = torch.full((rows,), -1, dtype=torch.long, device=device)
-        self.candidates = stop_end_candidates(tokenizer, stop_strings, vocab_size).to(device) if stop_strings else None
-        self.decoded_rows = 0
-        """Row tails decoded so far (a measure of the text matching's cost)."""
-
-    def __call__(self, input_ids: torch.Tensor, scores: Any = None, **kwargs: Any) -> torch.Tensor:
-        length = input_ids.shape[1]
-        n_new = length - self.prompt_len
-        last = input_ids[:, -1]
-        if self.stop_ids.numel():
-            hit = torch.isin(last, self.stop_ids) & ~self.done
-        else:
-            hit = torch.zeros_like(self.done)
-        if self.candidates is not None:
-            ends = self.candidates[last.clamp(0, self.candidates.numel() - 1)] | (last >= self.candidates.numel())
-            running = (~self.done & ~hit & ends).nonzero().flatten()
-            if running.numel():
-                start = max(self.prompt_len, length - self.tail)
-                tails = self.tokenizer.batch_decode(
-                    input_ids[running, start:].tolist(),
-                    skip_special_tokens=False,
-                    clean_up_tokenization_spaces=False,
-                )
-                self.decoded_rows += len(tails)
-                found = [i for i, text in enumerate(tails) if any(s in text for s in self.stop_strings)]
-                if found:
-                    hit[running[found]] = True
-        self.stop_len[hit] = n_new
-        self.done |= hit
-        return self.done.clone()
 
 
 class TeamPolicy:

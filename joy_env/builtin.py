@@ -37,18 +37,10 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from joy_env.core import Domain, TaskSource
+from joy_env.core import TaskSource
 from joy_env.registry import EnvSpec, list_envs, register_env_loader
 
 ENV_IDS = ("joy/ecommerce-v0", "joy/general-v0", "joy/qa-v0", "joy/math-v0", "joy/mixed-v0")
-
-
-@functools.lru_cache(maxsize=1)
-def domains() -> tuple[Domain, ...]:
-    """The four built-in sub-agent domains, in ``possible_agents`` order."""
-    from joy_env.domains import ecommerce, general, math, qa
-
-    return (qa.domain(), ecommerce.domain(), general.domain(), math.domain())
 
 
 def _ecommerce_tasks(
@@ -133,7 +125,9 @@ def _mixed_tasks(seed: int, dbs: Mapping[str, sqlite3.Connection]) -> TaskSource
 @functools.lru_cache(maxsize=1)
 def specs() -> dict[str, EnvSpec]:
     """``{env_id: EnvSpec}`` of the built-in ids (built on first use, not at import)."""
-    doms = domains()
+    from joy_env.domains import builtin_domains
+
+    doms = builtin_domains()
     return {
         "joy/ecommerce-v0": EnvSpec(
             "joy/ecommerce-v0",

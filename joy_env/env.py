@@ -98,7 +98,6 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -107,10 +106,12 @@ from pettingzoo import AECEnv
 
 from joy_env import database
 from joy_env.core import Task, Tool, ToolContext, ToolError, check_seed
+from joy_env.episode import EnvSnapshot, Episode, Frame
 from joy_env.protocol import MAX_ACTION_CHARS, clip, parse_action, to_printable
-from joy_env.registry import World
 from joy_env.rewards import RewardConfig, score_answer, score_calls, score_communicate, score_facts
 from joy_env.schema import validate
+from joy_env.scoring import episode_breakdown, gold_db
+from joy_env.spec import World
 
 TEXT_MAX = 16_384
 """Characters of conversation kept in the text observation (the tail)."""
@@ -146,64 +147,6 @@ def _recorder(schema: Mapping[str, Any]) -> Tool:
         parameters=dict(f.get("parameters") or {"type": "object", "properties": {}}),
         fn=record,
     )
-
-
-@dataclass
-class _Frame:
-    agent: str
-    messages: list[dict[str, Any]]
-    invocation: int = -1  # index of the call_agent that opened this frame (-1: master)
-    turns: int = 0
-    node: int = -1  # master: node index of the turn whose calls are running
-    pending: list[dict[str, Any]] = field(default_factory=list)
-    results: list[dict[str, Any]] = field(default_factory=list)
-
-    def copy(self) -> _Frame:
-        return replace(self, messages=list(self.messages), pending=list(self.pending), results=list(self.results))
-
-
-@dataclass
-class _Episode:
-    task: Task
-    index: int
-    stack: list[_Frame]
-    contexts: dict[str, list[dict[str, Any]]]
-    agent_turns: dict[str, int]
-    turn: int = 0
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    executed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    called: list[str] = field(default_factory=list)
-    n_calls: int = 0
-    log: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    final_answer: str | None = None
-    breakdown: dict[str, Any] | None = None
-
-    def copy(self) -> _Episode:
-        stack = [f.copy() for f in self.stack]
-        contexts = dict(self.contexts)
-        for f in stack:  # the live context of an agent is the messages list of its frame
-            contexts[f.agent] = f.messages
-        return replace(
-            self,
-            stack=stack,
-            contexts=contexts,
-            agent_turns=dict(self.agent_turns),
-            nodes=[dict(n, errors=list(n["errors"])) for n in self.nodes],
-            executed={a: list(c) for a, c in self.executed.items()},
-            called=list(self.called),
-            log=list(self.log),
-        )
-
-
-@dataclass(frozen=True)
-class EnvSnapshot:
-    """An opaque, immutable capture of a :class:`JoyEnv`'s whole state (see :meth:`JoyEnv.snapshot`)."""
-
-    episode: _Episode | None
-    pz: tuple
-    rng: dict[str, Any]
-    db_images: dict[str, bytes]
-    world_id: int
 
 
 class JoyEnv(AECEnv):
@@ -272,7 +215,7 @@ class JoyEnv(AECEnv):
         self._db_ref = dict(world.images)  # the image each connection equals while total_changes == mark
         self._db_mark = {a: c.total_changes for a, c in self._dbs.items()}
         self._audits = {d.agent: dict(d.audit) for d in world.spec.domains if d.build_db is not None}
-        self._ep: _Episode | None = None
+        self._ep: Episode | None = None
         self._closed = False
         self._text_cache: dict[str, tuple[list, int, str]] = {}
         self.np_random = np.random.default_rng(world.seed)
@@ -316,10 +259,10 @@ class JoyEnv(AECEnv):
                 database.load(pristine, conn)  # ~0.1 ms for the 1.4 MB shop; cheaper than undoing rows
                 self._db_ref[agent] = pristine
                 self._db_mark[agent] = conn.total_changes
-        master = _Frame("master", [self._system("master"), {"role": "user", "content": task.query}])
+        master = Frame("master", [self._system("master"), {"role": "user", "content": task.query}])
         contexts = {a: [self._system(a)] for a in self._sub_agents}
         contexts["master"] = master.messages
-        self._ep = _Episode(
+        self._ep = Episode(
             task=task,
             index=index,
             stack=[master],
@@ -487,7 +430,7 @@ class JoyEnv(AECEnv):
         return list(self._ep.log) if self._ep else []
 
     @property
-    def current_frame(self) -> _Frame | None:
+    def current_frame(self) -> Frame | None:
         """The conversation frame of the acting agent (used by the expert policy)."""
         return self._ep.stack[-1] if self._ep and self._ep.stack else None
 
@@ -574,7 +517,7 @@ class JoyEnv(AECEnv):
             "turn": ep.turn,
         }
 
-    def _append(self, frame: _Frame, message: dict[str, Any]) -> None:
+    def _append(self, frame: Frame, message: dict[str, Any]) -> None:
         frame.messages.append(message)
         self._ep.log.append((frame.agent, message))
 
@@ -632,7 +575,7 @@ class JoyEnv(AECEnv):
         if feedback:
             self._append(frame, feedback)
 
-    def _run_master(self, frame: _Frame) -> None:
+    def _run_master(self, frame: Frame) -> None:
         """Run the master's pending calls until one opens a sub-agent frame or none are left."""
         ep = self._ep
         node = ep.nodes[frame.node]
@@ -657,7 +600,7 @@ class JoyEnv(AECEnv):
             sub = call["arguments"]["agent"]
             query = call["arguments"].get("query", self.task.query)
             ep.called.append(sub)
-            sub_frame = _Frame(
+            sub_frame = Frame(
                 sub, [self._system(sub), {"role": "user", "content": query}], invocation=len(ep.called) - 1
             )
             ep.stack.append(sub_frame)
@@ -709,44 +652,10 @@ class JoyEnv(AECEnv):
 
     # ---------------------------------------------------------------- scoring
 
-    def _gold_db(self, agent: str) -> tuple[set, dict] | list:
-        """Rows changed by the gold calls of ``agent`` (or a full dump for unaudited databases)."""
-        task = self._ep.task
-        key = ("gold_db", task.task_id, task.query, agent)
-        cached = self.world.cache.get(key)
-        if cached is not None:
-            return cached
-        tools = self.world.tools.get(agent, {})
-        audit = self._audits[agent]
-        calls = [c for s in task.route if s.agent == agent for turn in s.turns for c in turn]
-        writes = any(tools[c["name"]].writes for c in calls if c["name"] in tools)
-        if not writes and audit:
-            result: Any = (set(), {})
-        else:
-            scratch = database.load(self.world.images[agent])
-            ctx = ToolContext(db=scratch, task=task)
-            for c in calls:
-                tool = tools.get(c["name"])
-                if tool is None:
-                    continue
-                try:
-                    tool.fn(ctx, **c["arguments"])
-                except ToolError:
-                    pass  # gold solutions may include a call that is refused on purpose
-            if audit:
-                keys = database.changed_keys(scratch, audit)
-                result = (keys, database.rows(scratch, audit, keys))
-            else:
-                result = database.full_dump(scratch)
-            scratch.close()
-        with self.world.lock:
-            self.world.cache[key] = result
-        return result
-
     def _db_matches(self) -> bool:
         for agent, conn in self._dbs.items():
-            gold = self._gold_db(agent)
             audit = self._audits[agent]
+            gold = gold_db(self.world, self._ep.task, agent, audit)
             if not audit:
                 if database.full_dump(conn) != gold:
                     return False
@@ -793,46 +702,8 @@ class JoyEnv(AECEnv):
     def _finish(self, truncated: bool) -> None:
         ep, cfg = self._ep, self.reward_config
         checks = self._accuracy()
-        answered = ep.final_answer is not None
-        r_a = cfg.accuracy(checks, answered)
-        success = answered and all(v >= 1.0 - 1e-9 for v in checks.values())
-        n = len(ep.nodes)
-        valid = sum(1 for nd in ep.nodes if nd["format_ok"])
-        r_f = cfg.format_weight * valid / n if n else 0.0
-        task = ep.task
-        extra_turns = max(0, n - task.gold_turns)
-        extra_calls = max(0, ep.n_calls - task.gold_calls)
-        raw_e = cfg.turn_cost * extra_turns + cfg.call_cost * extra_calls
-        r_e = min(cfg.efficiency_cap, raw_e)
-        scale = r_e / raw_e if raw_e > 0 else 0.0
-        calls_seen = 0
-        node_records = []
-        for i, nd in enumerate(ep.nodes):
-            cost = cfg.turn_cost if i >= task.gold_turns else 0.0
-            before, calls_seen = calls_seen, calls_seen + nd["calls"]
-            cost += cfg.call_cost * max(0, calls_seen - max(task.gold_calls, before))
-            node_records.append(dict(nd, R_F=cfg.format_weight * float(nd["format_ok"]) / n, R_E=cost * scale))
-        total = cfg.accuracy_weight * r_a + r_f - r_e
-        ep.breakdown = {
-            "R": total,
-            "R_A": r_a,
-            "R_F": r_f,
-            "R_E": r_e,
-            "success": success,
-            "accuracy": checks,
-            "truncated": truncated,
-            "final_answer": ep.final_answer,
-            "turns": n,
-            "gold_turns": task.gold_turns,
-            "calls": ep.n_calls,
-            "gold_calls": task.gold_calls,
-            "format_valid_rate": valid / n if n else 0.0,
-            "tool_errors": sum(nd["tool_errors"] for nd in ep.nodes),
-            "agents_called": list(ep.called),
-            "task_id": task.task_id,
-            "domain": task.domain,
-            "nodes": node_records,
-        }
+        ep.breakdown = episode_breakdown(ep, cfg, checks, truncated)
+        total, task = ep.breakdown["R"], ep.task
         acted = {nd["agent"] for nd in ep.nodes}
         for agent in self.agents:
             self.rewards[agent] = total if agent in acted else 0.0

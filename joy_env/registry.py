@@ -13,64 +13,28 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from joy_env import database
-from joy_env.core import SEED_MODULUS, SPLITS, Domain, TaskSource, Tool, check_seed
+from joy_env.core import SEED_MODULUS, check_seed
+from joy_env.env import JoyEnv
 from joy_env.rewards import RewardConfig
+from joy_env.spec import EnvSpec, TaskFactory, World
 
-TaskFactory = Callable[..., TaskSource]
-"""``factory(seed, dbs, **source_kwargs) -> TaskSource`` where ``dbs`` maps an agent name to the
-pristine read-only connection of its domain's database."""
+__all__ = [
+    "COMMON_KWARGS",
+    "EnvSpec",
+    "TaskFactory",
+    "World",
+    "get_spec",
+    "get_world",
+    "list_envs",
+    "make",
+    "register_env",
+    "register_env_loader",
+]
 
 COMMON_KWARGS = ("split", "seed", "max_cycles", "reward_config", "render_mode")
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """Everything needed to build an environment id.
-
-    Attributes:
-        env_id: the id passed to :func:`make`, e.g. ``"acme/pharmacy-v0"``.
-        domains: one :class:`~joy_env.core.Domain` per sub-agent, in the order of ``possible_agents``.
-        tasks: task-source factory, called as ``tasks(seed, dbs, **source_kwargs)``.
-        source_kwargs: extra keyword arguments of ``make`` forwarded to ``tasks`` (e.g. ``path``).
-        description: one line for :func:`list_envs`.
-        splits: the split names ``make`` accepts for this spec.
-        variant: ``variant(kwargs) -> EnvSpec | None``, called by ``make`` with its keyword arguments before
-            anything else: it returns the spec to build instead (another database and tools, e.g. the
-            ``source="tau2"`` data of ``joy/ecommerce-v0``) or ``None`` to build this one.
-    """
-
-    env_id: str
-    domains: tuple[Domain, ...]
-    tasks: TaskFactory
-    source_kwargs: tuple[str, ...] = ()
-    description: str = ""
-    splits: tuple[str, ...] = SPLITS
-    variant: Callable[[Mapping[str, Any]], EnvSpec | None] | None = None
-
-    @property
-    def agents(self) -> tuple[str, ...]:
-        return ("master", *(d.agent for d in self.domains))
-
-
-@dataclass
-class World:
-    """The read-only part of an environment, shared by every env made from the same spec and kwargs."""
-
-    spec: EnvSpec
-    seed: int
-    tasks: TaskSource
-    images: dict[str, bytes]
-    """Pristine database image per agent (domains without a database are absent)."""
-    pristine: dict[str, sqlite3.Connection]
-    """Read-only connections to the pristine databases (used to compare final states)."""
-    tools: dict[str, dict[str, Tool]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    cache: dict[Any, Any] = field(default_factory=dict)
-    """Generated tasks and gold database states, filled on first use."""
 
 
 _REGISTRY: dict[str, EnvSpec | Callable[[], EnvSpec]] = {}
@@ -188,7 +152,7 @@ def get_world(spec: EnvSpec, seed: int, source_kwargs: Mapping[str, Any]) -> Wor
         return world
 
 
-def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
+def make(env_id: str = "joy/mixed-v0", **kwargs: Any) -> JoyEnv:
     """Create an environment.
 
     Args:
@@ -208,8 +172,6 @@ def make(env_id: str = "joy/mixed-v0", **kwargs: Any):
     Returns:
         A :class:`joy_env.env.JoyEnv` (a PettingZoo ``AECEnv``).
     """
-    from joy_env.env import JoyEnv
-
     spec = get_spec(env_id)
     if spec.variant is not None:
         spec = spec.variant(dict(kwargs)) or spec

@@ -14,7 +14,7 @@ import pytest
 from joy_env import database
 from joy_env.core import SPLITS, Domain, SubTask, ToolContext, ToolError
 from joy_env.domains import ecommerce as E
-from joy_env.domains.ecommerce_db import ORDER_STATUSES, split_of
+from joy_env.domains.ecommerce.db import ORDER_STATUSES, split_of
 from joy_env.rewards import call_matches, score_facts
 from joy_env.schema import validate
 

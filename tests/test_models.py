@@ -17,14 +17,9 @@ pytest.importorskip("peft")
 
 import joy_env  # noqa: E402
 from joy_agents.chat import fit_prompt, render_prompt, template_renders_tools, tools_text  # noqa: E402
-from joy_agents.policy import (  # noqa: E402
-    SamplingConfig,
-    TeamConfig,
-    TeamPolicy,
-    prompt_batches,
-    prompt_layout,
-    stop_end_candidates,
-)
+from joy_agents.decoding import stop_end_candidates  # noqa: E402
+from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy  # noqa: E402
+from joy_agents.prefill import prompt_batches, prompt_layout  # noqa: E402
 
 # SmolLM2-135M-Instruct's template: role and content only (tools are never looked at)
 NO_TOOLS_TEMPLATE = (
@@ -324,7 +319,7 @@ def test_rollout_counts_truncated_prompts(team):
 
 # ------------------------------------------------------------------------------------------ stop strings
 def test_multi_token_stops_decode_only_rows_that_can_end_a_stop(team):
-    from joy_agents.policy import _StopCriterion
+    from joy_agents.decoding import _StopCriterion
 
     tok = team.tokenizer_for("qa")
     stops = ("</answer>", "</tool_call>")

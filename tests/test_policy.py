@@ -381,7 +381,7 @@ def test_text_keeps_special_tokens_except_eos(team):
 
 def test_stop_criterion_matches_multi_token_spelling(team):
     """A stop that is one added token also ends a row that spells it with several ordinary tokens."""
-    from joy_agents.policy import _StopCriterion
+    from joy_agents.decoding import _StopCriterion
 
     tok = team.tokenizer
     answer_end = tok.convert_tokens_to_ids("</answer>")
@@ -560,7 +560,7 @@ def test_qwen25_05b_sized_team_within_1_2x():
     """Five r=16 adapters on every projection of a Qwen2.5-0.5B-sized model (meta device, bf16 base)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from joy_agents.policy import QWEN2_5_0_5B_SHAPE, meta_team_memory_ratio
+    from joy_agents.adapters import QWEN2_5_0_5B_SHAPE, meta_team_memory_ratio
 
     with torch.device("meta"):
         base = parameter_bytes(Qwen2ForCausalLM(Qwen2Config(**QWEN2_5_0_5B_SHAPE)).to(torch.bfloat16))

@@ -40,6 +40,17 @@ PUBLIC = {
         "expert_policy",
         "summarize",
     ],
+    # the team policy's module keeps the names it documents, wherever they are defined
+    "joy_agents.policy": [
+        "PROMPT_STYLES",
+        "Sample",
+        "SamplingConfig",
+        "TeamConfig",
+        "TeamPolicy",
+        "attach_role_adapters",
+        "parameter_bytes",
+        "prompt_view",
+    ],
     "joy_trainers": ["ENTRY_POINT_GROUP", "TRAINERS", "Trainer", "available_trainers", "rl"],
     # the 36 names of the single-module joy_trainers.rl, the plugin SDK
     "joy_trainers.rl": [
@@ -169,7 +180,7 @@ def _imports(path):
             yield from (a.name for a in node.names)
 
 
-def test_packages_import_downwards_only_and_trainer_modules_stay_readable():
+def test_packages_import_downwards_only_and_every_module_stays_readable():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
@@ -177,6 +188,6 @@ def test_packages_import_downwards_only_and_trainer_modules_stay_readable():
         for path in (root / package).rglob("*.py"):
             bad = [m for m in _imports(path) if m.split(".")[0] in above]
             assert not bad, f"{path.relative_to(root)} imports {bad}; joy_env <- joy_agents <- joy_trainers"
-    for path in [*(root / "joy_trainers").rglob("*.py"), *(root / "joy_env" / "domains").rglob("*.py")]:
+    for path in [p for package in ("joy_env", "joy_agents", "joy_trainers") for p in (root / package).rglob("*.py")]:
         lines = len(path.read_text().splitlines())
         assert lines <= 800, f"{path.relative_to(root)} has {lines} lines; split it along its sections"

@@ -2,7 +2,7 @@
 
 The ``ecommerce`` sub-agent serves shoppers of a simulated online shop. The shop is a real SQLite
 database generated deterministically from a seed (:func:`build_db`, see
-:mod:`joy_env.domains.ecommerce_db`): about 600 product variants in 7 categories (electronics,
+:mod:`joy_env.domains.ecommerce.db`): about 600 product variants in 7 categories (electronics,
 clothing, shoes, home, sports, books, beauty) with look-alike distractors (same brand and line,
 "Pro" or next-generation models, other colours and sizes), 250 users with shipping addresses and
 payment methods (cards with expiry, gift cards and wallets with balances), carts, 1250 orders in
@@ -68,7 +68,7 @@ Task templates (answer type ``facts``; route = one ``ecommerce`` sub-task):
 | ``latest_shipment`` | read, **test only**: list shipped orders, track the newest | order id, carrier, location |
 
 Splits: products are partitioned by model (all variants of a model together), users (with their
-carts and orders) and coupons by id, about 80/10/10 (:func:`joy_env.domains.ecommerce_db.split_of`);
+carts and orders) and coupons by id, about 80/10/10 (:func:`joy_env.domains.ecommerce.db.split_of`);
 a task of a split only names entities of its split (catalog searches naturally see the whole shop).
 Sizes: 20000 train, 2000 validation and 2000 test tasks; test only templates make ~20% of test.
 
@@ -77,15 +77,15 @@ Collaborative parts for mixed tasks: :func:`price_part` and :func:`order_part`.
 Package layout: ``helpers`` (argument checks and shop rules the tools share), ``tools``, ``schemas``
 (``TOOLS``, prompt, :func:`domain`, :func:`run_gold`), ``task_helpers`` (phrasings, drafts, the shop
 indexes), ``tasks`` (the task source, one method per template) and ``parts``; the database itself is
-:mod:`joy_env.domains.ecommerce_db`. Everything listed in ``__all__`` is importable from
+:mod:`joy_env.domains.ecommerce.db`. Everything listed in ``__all__`` is importable from
 ``joy_env.domains.ecommerce``.
 """
 
+from joy_env.domains.ecommerce.db import AUDIT, build_db
+from joy_env.domains.ecommerce.db import NOW as NOW
 from joy_env.domains.ecommerce.parts import order_part, price_part
 from joy_env.domains.ecommerce.schemas import SYSTEM_PROMPT, TOOLS, domain, run_gold
 from joy_env.domains.ecommerce.tasks import EcommerceTaskSource, task_source
-from joy_env.domains.ecommerce_db import AUDIT, build_db
-from joy_env.domains.ecommerce_db import NOW as NOW
 
 __all__ = [
     "AUDIT",

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from joy_env.core import ToolContext, ToolError
-from joy_env.domains.ecommerce_db import RETURN_WINDOW_DAYS, TODAY, cents_str, coupon_discount
+from joy_env.domains.ecommerce.db import RETURN_WINDOW_DAYS, TODAY, cents_str, coupon_discount
 
 RETURN_REASONS = ("damaged", "defective", "wrong_item", "wrong_size", "not_as_described", "changed_mind")
 _SORTS = {

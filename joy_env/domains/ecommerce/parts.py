@@ -7,9 +7,9 @@ import sqlite3
 from typing import Any
 
 from joy_env.core import SubTask, ToolContext, check_split
+from joy_env.domains.ecommerce.db import split_of
 from joy_env.domains.ecommerce.task_helpers import _call, _facts_distinct
 from joy_env.domains.ecommerce.tools import get_order_details, get_product_details, search_products
-from joy_env.domains.ecommerce_db import split_of
 
 
 def price_part(db: sqlite3.Connection, rng: random.Random, split: str) -> tuple[SubTask, dict[str, Any]]:

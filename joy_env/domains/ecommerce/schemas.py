@@ -7,6 +7,7 @@ from typing import Any
 
 from joy_env import database
 from joy_env.core import Domain, Task, Tool, ToolContext
+from joy_env.domains.ecommerce.db import AUDIT, CATEGORIES, MAX_CART_QUANTITY, ORDER_STATUSES, TODAY, build_db
 from joy_env.domains.ecommerce.helpers import _SORTS, RETURN_REASONS
 from joy_env.domains.ecommerce.tools import (
     add_to_cart,
@@ -25,7 +26,6 @@ from joy_env.domains.ecommerce.tools import (
     track_shipment,
     view_cart,
 )
-from joy_env.domains.ecommerce_db import AUDIT, CATEGORIES, MAX_CART_QUANTITY, ORDER_STATUSES, TODAY, build_db
 
 SYSTEM_PROMPT = (
     "You are the e-commerce assistant of an online shop. You act for the shopper named in the request "

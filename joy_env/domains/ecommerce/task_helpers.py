@@ -12,10 +12,10 @@ from typing import Any
 
 from joy_env import database
 from joy_env.core import SPLITS, ToolContext
+from joy_env.domains.ecommerce.db import RETURN_WINDOW_DAYS, TODAY, TODAY_DATE, split_of
 from joy_env.domains.ecommerce.helpers import _COUPON_COLS, _ORDER_COLS, _PRODUCT_COLS
 from joy_env.domains.ecommerce.schemas import _TOOL_MAP
 from joy_env.domains.ecommerce.tools import search_products
-from joy_env.domains.ecommerce_db import RETURN_WINDOW_DAYS, TODAY, TODAY_DATE, split_of
 
 _INTROS = ("", "Hi!", "Hello!", "Hey there.", "Good morning.", "Hi, quick question.", "Hi, hope you are well.")
 _CATEGORY_PHRASES = {

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from joy_env.core import SubTask, Task, TaskSourceBase, ToolContext, ToolError
+from joy_env.domains.ecommerce.db import MAX_CART_QUANTITY, cents_str, coupon_discount
 from joy_env.domains.ecommerce.helpers import RETURN_REASONS, _eligible_cents, coupon_failures
 from joy_env.domains.ecommerce.schemas import _TOOL_MAP
 from joy_env.domains.ecommerce.task_helpers import (
@@ -23,7 +24,6 @@ from joy_env.domains.ecommerce.task_helpers import (
     _opt,
     _their,
 )
-from joy_env.domains.ecommerce_db import MAX_CART_QUANTITY, cents_str, coupon_discount
 
 
 class EcommerceTaskSource(ShopIndex, TaskSourceBase):

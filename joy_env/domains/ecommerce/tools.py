@@ -7,6 +7,15 @@ import re
 from typing import Any
 
 from joy_env.core import ToolContext, ToolError
+from joy_env.domains.ecommerce.db import (
+    MAX_CART_QUANTITY,
+    NOW,
+    ORDER_STATUSES,
+    TODAY,
+    TODAY_DATE,
+    cents_str,
+    refund_cents,
+)
 from joy_env.domains.ecommerce.helpers import (
     _ORDER_COLS,
     _PRODUCT_COLS,
@@ -32,15 +41,6 @@ from joy_env.domains.ecommerce.helpers import (
     _summary,
     _user_row,
     _window_days,
-)
-from joy_env.domains.ecommerce_db import (
-    MAX_CART_QUANTITY,
-    NOW,
-    ORDER_STATUSES,
-    TODAY,
-    TODAY_DATE,
-    cents_str,
-    refund_cents,
 )
 
 

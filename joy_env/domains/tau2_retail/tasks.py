@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from joy_env.core import SubTask, Task, TaskSourceBase, check_split
+from joy_env.domains import builtin_domains
 from joy_env.domains.tau2_retail.data import SPLITS, RetailData, _load, find_tau2_data
 from joy_env.domains.tau2_retail.schemas import WRITE_TOOLS, domain
+from joy_env.spec import EnvSpec
 
 TASK_PREFIX = "tau2/retail/"
 
@@ -135,12 +137,9 @@ def task_source(data: RetailData) -> Tau2TaskSource:
 
 
 @functools.lru_cache(maxsize=4)
-def _spec(root: str) -> Any:
-    from joy_env import builtin
-    from joy_env.registry import EnvSpec
-
+def _spec(root: str) -> EnvSpec:
     data = _load(root)
-    domains = tuple(domain(data) if d.agent == "ecommerce" else d for d in builtin.domains())
+    domains = tuple(domain(data) if d.agent == "ecommerce" else d for d in builtin_domains())
 
     def tasks(
         seed: int, dbs: Mapping[str, sqlite3.Connection], source: str = "tau2", path: Any = None
@@ -157,7 +156,7 @@ def _spec(root: str) -> Any:
     )
 
 
-def env_spec(path: str | os.PathLike[str] | None = None) -> Any:
-    """The :class:`~joy_env.registry.EnvSpec` of ``joy/ecommerce-v0`` with ``source="tau2"`` (one per data
+def env_spec(path: str | os.PathLike[str] | None = None) -> EnvSpec:
+    """The :class:`~joy_env.spec.EnvSpec` of ``joy/ecommerce-v0`` with ``source="tau2"`` (one per data
     directory): the built-in domains with tau2's ``ecommerce`` in place of the generated shop's."""
     return _spec(str(find_tau2_data(path).resolve()))

@@ -1,0 +1,204 @@
+"""One decode step of sampling: nucleus truncation, the log-prob of each sampled token, and when a row ends.
+
+:func:`nucleus_logits` keeps the ``top_p`` nucleus; :class:`_LogprobRecorder` (a logits processor) records
+``log_softmax(logits / temperature)`` of every sampled token; :func:`stop_rules` says which ids end a role's rows
+and which stop strings must be found in the decoded text; :class:`_StopCriterion` finds them, decoding only rows
+whose last token can complete a stop string (:func:`stop_end_candidates`). The behaviour is documented with
+:meth:`joy_agents.policy.TeamPolicy.generate` (module :mod:`joy_agents.policy`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["StopRules", "nucleus_logits", "stop_end_candidates", "stop_rules"]
+
+
+def nucleus_logits(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``scaled`` (rows, vocab) with every token outside the ``top_p`` nucleus set to ``-inf`` (the most likely
+    token always stays)."""
+    sorted_logits, order = torch.sort(scaled, dim=-1, descending=False)
+    cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    drop_sorted = cum <= (1.0 - top_p)
+    drop_sorted[:, -1] = False  # the most likely token always stays
+    drop = drop_sorted.scatter(1, order, drop_sorted)
+    return scaled.masked_fill(drop, float("-inf"))
+
+
+@dataclass(frozen=True)
+class StopRules:
+    """How a role's rows end (:func:`stop_rules`)."""
+
+    end_ids: frozenset[int]
+    """Ids that end a row: EOS / end-of-turn ids and the stop strings spelled by a single token."""
+    text_stops: tuple[str, ...]
+    """Stop strings found only in the decoded tail of a row."""
+    hidden: frozenset[int]
+    """Ids left out of a sample's text: end-of-turn and padding (special tokens), never content such as
+    ``</answer>``, even when the model's ``generation_config`` lists it as an EOS id."""
+
+
+def stop_rules(tokenizer: Any, eos_ids: Sequence[int], stop: Sequence[str]) -> StopRules:
+    """The :class:`StopRules` of ``tokenizer`` with EOS ids ``eos_ids`` and stop strings ``stop``. An added token
+    (e.g. ``</answer>`` of the tiny tokenizer) is always encoded alone, so its id alone detects it; only other stop
+    strings need the decoded tail."""
+    single = set()
+    for text in stop:
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        if len(enc) == 1:
+            single.add(int(enc[0]))
+    added = tokenizer.get_added_vocab()
+    specials = {int(t) for t in tokenizer.all_special_ids}
+    return StopRules(
+        end_ids=frozenset(set(eos_ids) | single),
+        text_stops=tuple(text for text in stop if text not in added),
+        hidden=frozenset((set(eos_ids) & specials) | {int(tokenizer.pad_token_id)}),
+    )
+
+
+class _LogprobRecorder:
+    """Logits processor: records log_softmax(raw_logits / T) of each sampled token, applies temperature/top-p.
+
+    Called once per generation step with the RAW logits (it is the only processor). The token sampled at
+    step t is only known at step t+1 (last column of ``input_ids``), so the scaled logits of the previous step
+    are kept (one batch x vocab buffer) and ``finish`` gathers the last step from the returned sequences.
+    """
+
+    def __init__(self, temperature: float, top_p: float) -> None:
+        self.sampling = temperature > 0
+        self.temperature = temperature if self.sampling else 1.0
+        self.top_p = top_p
+        self._prev: torch.Tensor | None = None
+        self._prev_lse: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def _gather_prev(self, tokens: torch.Tensor) -> None:
+        assert self._prev is not None and self._prev_lse is not None
+        picked = self._prev.gather(1, tokens.view(-1, 1).to(self._prev.device)).squeeze(1)
+        self.steps.append(picked - self._prev_lse)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self._prev is not None:
+            self._gather_prev(input_ids[:, -1])
+        scaled = scores.float()
+        if self.temperature != 1.0:
+            scaled = scaled / self.temperature
+        self._prev = scaled
+        self._prev_lse = torch.logsumexp(scaled, dim=-1)
+        if not self.sampling:
+            return scores
+        if self.top_p < 1.0:
+            return nucleus_logits(scaled, self.top_p)
+        return scaled
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """(rows, steps) log-probs of ``new_tokens`` (the generated columns)."""
+        n = new_tokens.shape[1]
+        if n == 0:
+            return torch.zeros(new_tokens.shape[0], 0)
+        if len(self.steps) == n - 1:
+            self._gather_prev(new_tokens[:, -1])
+        if len(self.steps) != n:
+            raise RuntimeError(
+                f"internal error: recorded {len(self.steps)} log-prob steps for {n} generated tokens; another "
+                "logits processor or a generation mode with several tokens per step (assisted decoding) was used"
+            )
+        self._prev = self._prev_lse = None
+        return torch.stack(self.steps, dim=1)
+
+
+_END_CANDIDATES: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], torch.Tensor]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def stop_end_candidates(tokenizer: Any, stop_strings: Sequence[str], vocab_size: int | None = None) -> torch.Tensor:
+    """A boolean mask over token ids: ``True`` for the tokens that can complete one of ``stop_strings``.
+
+    A stop string first appears in a row's text when the token just generated holds its last character (the
+    token's own text contains a suffix of the stop, or the whole stop), so only rows whose last token contains
+    the last character of a stop string need their tail decoded. Tokens that decode alone to an incomplete
+    UTF-8 sequence (``\ufffd``) count when a stop ends in a non-ASCII character, and ids beyond the
+    tokenizer (a padded embedding) always count. Computed once per tokenizer and stop strings (one
+    ``batch_decode`` of the vocabulary).
+    """
+    n = max(len(tokenizer), int(vocab_size or 0))
+    key = (tuple(stop_strings), n)
+    try:
+        per_tok = _END_CANDIDATES.setdefault(tokenizer, {})
+    except TypeError:  # not weak-referenceable: no cache
+        per_tok = {}
+    if key in per_tok:
+        return per_tok[key]
+    ends = {st[-1] for st in stop_strings if st}
+    wide = any(not c.isascii() for c in ends)
+    texts = tokenizer.batch_decode(
+        [[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False
+    )
+    mask = torch.ones(n, dtype=torch.bool)
+    for i, text in enumerate(texts):
+        mask[i] = any(c in text for c in ends) or (wide and "\ufffd" in text)
+    per_tok[key] = mask
+    return mask
+
+
+class _StopCriterion:
+    """Per-row stop detection: EOS / single-token stops by id, every stop string in the decoded tail.
+
+    Records ``stop_len[row]``: number of generated tokens when the row stopped (-1 while running).
+    Only running rows whose last token can complete a stop string (:func:`stop_end_candidates`) are decoded,
+    and only their last few tokens; with no stop string, no row is ever decoded.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        stop_ids: list[int],
+        stop_strings: tuple[str, ...],
+        prompt_len: int,
+        rows: int,
+        device: torch.device,
+        vocab_size: int | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
+        self.stop_strings = stop_strings
+        self.prompt_len = prompt_len
+        # a stop string of b bytes is covered by at most b tokens; one more for a token that starts before it
+        self.tail = max((len(s.encode("utf-8")) for s in stop_strings), default=0) + 1
+        self.done = torch.zeros(rows, dtype=torch.bool, device=device)
+        self.stop_len = torch.full((rows,), -1, dtype=torch.long, device=device)
+        self.candidates = stop_end_candidates(tokenizer, stop_strings, vocab_size).to(device) if stop_strings else None
+        self.decoded_rows = 0
+        """Row tails decoded so far (a measure of the text matching's cost)."""
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any = None, **kwargs: Any) -> torch.Tensor:
+        length = input_ids.shape[1]
+        n_new = length - self.prompt_len
+        last = input_ids[:, -1]
+        if self.stop_ids.numel():
+            hit = torch.isin(last, self.stop_ids) & ~self.done
+        else:
+            hit = torch.zeros_like(self.done)
+        if self.candidates is not None:
+            ends = self.candidates[last.clamp(0, self.candidates.numel() - 1)] | (last >= self.candidates.numel())
+            running = (~self.done & ~hit & ends).nonzero().flatten()
+            if running.numel():
+                start = max(self.prompt_len, length - self.tail)
+                tails = self.tokenizer.batch_decode(
+                    input_ids[running, start:].tolist(),
+                    skip_special_tokens=False,
+                    clean_up_tokenization_spaces=False,
+                )
+                self.decoded_rows += len(tails)
+                found = [i for i, text in enumerate(tails) if any(s in text for s in self.stop_strings)]
+                if found:
+                    hit[running[found]] = True
+        self.stop_len[hit] = n_new
+        self.done |= hit
+        return self.done.clone()

@@ -1,0 +1,97 @@
+"""Scoring a finished episode: the database state of the gold solution and the reward breakdown.
+
+:func:`gold_db` replays a task's gold calls on a scratch copy of an agent's pristine database (once per world,
+cached) and returns what they change; :class:`~joy_env.env.JoyEnv` compares its own databases with it.
+:func:`episode_breakdown` turns the accuracy checks and the episode's turns and calls into R = R_A + R_F - R_E
+and one record per agent turn with its share of R_F and R_E (the rules are in :mod:`joy_env.rewards`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from joy_env import database
+from joy_env.core import Task, ToolContext, ToolError
+from joy_env.episode import Episode
+from joy_env.rewards import RewardConfig
+from joy_env.spec import World
+
+__all__ = ["episode_breakdown", "gold_db"]
+
+
+def gold_db(world: World, task: Task, agent: str, audit: Mapping[str, Any]) -> tuple[set, dict] | list:
+    """Rows changed by the gold calls of ``agent`` (or a full dump for unaudited databases)."""
+    key = ("gold_db", task.task_id, task.query, agent)
+    cached = world.cache.get(key)
+    if cached is not None:
+        return cached
+    tools = world.tools.get(agent, {})
+    calls = [c for s in task.route if s.agent == agent for turn in s.turns for c in turn]
+    writes = any(tools[c["name"]].writes for c in calls if c["name"] in tools)
+    if not writes and audit:
+        result: Any = (set(), {})
+    else:
+        scratch = database.load(world.images[agent])
+        ctx = ToolContext(db=scratch, task=task)
+        for c in calls:
+            tool = tools.get(c["name"])
+            if tool is None:
+                continue
+            try:
+                tool.fn(ctx, **c["arguments"])
+            except ToolError:
+                pass  # gold solutions may include a call that is refused on purpose
+        if audit:
+            keys = database.changed_keys(scratch, audit)
+            result = (keys, database.rows(scratch, audit, keys))
+        else:
+            result = database.full_dump(scratch)
+        scratch.close()
+    with world.lock:
+        world.cache[key] = result
+    return result
+
+
+def episode_breakdown(ep: Episode, cfg: RewardConfig, checks: dict[str, float], truncated: bool) -> dict[str, Any]:
+    """The reward breakdown of the finished episode ``ep`` with accuracy ``checks`` (``infos[agent]["episode"]``)."""
+    task = ep.task
+    answered = ep.final_answer is not None
+    r_a = cfg.accuracy(checks, answered)
+    success = answered and all(v >= 1.0 - 1e-9 for v in checks.values())
+    n = len(ep.nodes)
+    valid = sum(1 for nd in ep.nodes if nd["format_ok"])
+    r_f = cfg.format_weight * valid / n if n else 0.0
+    extra_turns = max(0, n - task.gold_turns)
+    extra_calls = max(0, ep.n_calls - task.gold_calls)
+    raw_e = cfg.turn_cost * extra_turns + cfg.call_cost * extra_calls
+    r_e = min(cfg.efficiency_cap, raw_e)
+    scale = r_e / raw_e if raw_e > 0 else 0.0
+    calls_seen = 0
+    node_records = []
+    for i, nd in enumerate(ep.nodes):
+        cost = cfg.turn_cost if i >= task.gold_turns else 0.0
+        before, calls_seen = calls_seen, calls_seen + nd["calls"]
+        cost += cfg.call_cost * max(0, calls_seen - max(task.gold_calls, before))
+        node_records.append(dict(nd, R_F=cfg.format_weight * float(nd["format_ok"]) / n, R_E=cost * scale))
+    total = cfg.accuracy_weight * r_a + r_f - r_e
+    return {
+        "R": total,
+        "R_A": r_a,
+        "R_F": r_f,
+        "R_E": r_e,
+        "success": success,
+        "accuracy": checks,
+        "truncated": truncated,
+        "final_answer": ep.final_answer,
+        "turns": n,
+        "gold_turns": task.gold_turns,
+        "calls": ep.n_calls,
+        "gold_calls": task.gold_calls,
+        "format_valid_rate": valid / n if n else 0.0,
+        "tool_errors": sum(nd["tool_errors"] for nd in ep.nodes),
+        "agents_called": list(ep.called),
+        "task_id": task.task_id,
+        "domain": task.domain,
+        "nodes": node_records,
+    }

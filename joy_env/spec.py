@@ -1,0 +1,69 @@
+"""The types an environment id is built from, shared by :mod:`joy_env.registry` and :mod:`joy_env.env`.
+
+An :class:`EnvSpec` names the sub-agents' domains (tools and databases) and a task-source factory
+(:data:`TaskFactory`); a :class:`World` is the read-only part built from a spec once per process (pristine
+database images, the task source, the tools) and shared by every env made from it. Both are re-exported by
+:mod:`joy_env.registry`, the module that registers specs and makes envs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from joy_env.core import SPLITS, Domain, TaskSource, Tool
+
+__all__ = ["EnvSpec", "TaskFactory", "World"]
+
+TaskFactory = Callable[..., TaskSource]
+"""``factory(seed, dbs, **source_kwargs) -> TaskSource`` where ``dbs`` maps an agent name to the
+pristine read-only connection of its domain's database."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything needed to build an environment id.
+
+    Attributes:
+        env_id: the id passed to :func:`~joy_env.registry.make`, e.g. ``"acme/pharmacy-v0"``.
+        domains: one :class:`~joy_env.core.Domain` per sub-agent, in the order of ``possible_agents``.
+        tasks: task-source factory, called as ``tasks(seed, dbs, **source_kwargs)``.
+        source_kwargs: extra keyword arguments of ``make`` forwarded to ``tasks`` (e.g. ``path``).
+        description: one line for :func:`~joy_env.registry.list_envs`.
+        splits: the split names ``make`` accepts for this spec.
+        variant: ``variant(kwargs) -> EnvSpec | None``, called by ``make`` with its keyword arguments before
+            anything else: it returns the spec to build instead (another database and tools, e.g. the
+            ``source="tau2"`` data of ``joy/ecommerce-v0``) or ``None`` to build this one.
+    """
+
+    env_id: str
+    domains: tuple[Domain, ...]
+    tasks: TaskFactory
+    source_kwargs: tuple[str, ...] = ()
+    description: str = ""
+    splits: tuple[str, ...] = SPLITS
+    variant: Callable[[Mapping[str, Any]], EnvSpec | None] | None = None
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return ("master", *(d.agent for d in self.domains))
+
+
+@dataclass
+class World:
+    """The read-only part of an environment, shared by every env made from the same spec and kwargs."""
+
+    spec: EnvSpec
+    seed: int
+    tasks: TaskSource
+    images: dict[str, bytes]
+    """Pristine database image per agent (domains without a database are absent)."""
+    pristine: dict[str, sqlite3.Connection]
+    """Read-only connections to the pristine databases (used to compare final states)."""
+    tools: dict[str, dict[str, Tool]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cache: dict[Any, Any] = field(default_factory=dict)
+    """Generated tasks and gold database states, filled on first use."""
