@@ -36,8 +36,12 @@ from typing import Any
 
 import torch
 
+from joy_agents.config import Sample, SamplingConfig
+from joy_agents.decoding import stop_rules
+from joy_agents.engine_stats import EngineStats
 from joy_agents.models import resolve_model_path
-from joy_agents.policy import Sample, SamplingConfig, TeamPolicy, prompt_batches, stop_rules
+from joy_agents.policy import TeamPolicy
+from joy_agents.prefill import prompt_batches
 
 __all__ = ["VLLMConfig", "VLLMEngine", "VLLMSampler", "vllm_available", "vllm_engine"]
 
@@ -251,8 +255,6 @@ class VLLMSampler:
     waiting request in one call and returns all their samples."""
 
     def __init__(self, team: TeamPolicy, sampling: SamplingConfig, config: VLLMConfig | None = None) -> None:
-        from joy_agents.engine import EngineStats
-
         self.engine = vllm_engine(team, config)
         self.sampling = sampling
         self.stats = EngineStats()
