@@ -481,6 +481,14 @@ class SFTTrainer:
         self.run_dir = Path(config.output_dir or os.path.join("runs", f"sft-{stamp}"))
 
     def train(self) -> dict[str, Any]:
+        """Run the stages (see the module documentation), holding the run directory's lock until they end."""
+        self._run = RunDir(self.run_dir, self.name)
+        try:
+            return self._train()
+        finally:
+            self._run.release()
+
+    def _train(self) -> dict[str, Any]:
         from transformers import AutoModelForCausalLM, AutoTokenizer  # here: the model classes cost import time
 
         cfg = self.config
@@ -489,7 +497,7 @@ class SFTTrainer:
         check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits)  # the inputs, before any long work
         check_model(cfg.model)
         if int(os.environ.get("RANK", "0")) == 0:  # one process claims the run directory (accelerate launch)
-            removed = RunDir(self.run_dir, self.name).claim(overwrite=cfg.overwrite)
+            removed = self._run.claim(overwrite=cfg.overwrite)
             if removed:
                 print(f"[sft] --overwrite: removed {', '.join(removed)} from {self.run_dir}")
         torch.manual_seed(cfg.seed)

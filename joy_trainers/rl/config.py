@@ -124,6 +124,20 @@ class RLConfig:
         "checkpoint_every": positive_int(),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""
+    RESUME_SAFE: ClassVar[tuple[str, ...]] = (
+        "iterations",
+        "token_budget",
+        "eval_tasks",
+        "eval_split",
+        "eval_baseline",
+        "checkpoint_every",
+        "log_with",
+        "output_dir",
+        "resume",
+        "overwrite",
+    )
+    """Options ``--resume`` may change (:mod:`joy_trainers.rl.resume_config`): every other one changes what
+    the steps already run mean, and a resume that changes it is refused."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
