@@ -194,12 +194,6 @@ class SFTConfig:
         bad_weights = {d: w for d, w in self.domain_weights.items() if not Range(0).accepts(w)}
         if bad_weights:
             raise ValueError(f"domain_weights must map domains to numbers >= 0, got {bad_weights}")
-        if self.eval_tasks and self.eval_max_new_tokens >= self.max_length:
-            raise ValueError(
-                f"eval_max_new_tokens={self.eval_max_new_tokens} leaves no prompt within max_length="
-                f"{self.max_length} (evaluation prompts are cut to max_length - eval_max_new_tokens); set "
-                f"max_length above {self.eval_max_new_tokens} or lower eval_max_new_tokens"
-            )
         bad = {r: e for r, e in self.role_adapter_epochs.items() if not isinstance(e, (int, float)) or e < 0}
         if bad:
             raise ValueError(f"role_adapter_epochs must map roles to numbers >= 0, got {bad}")
@@ -220,6 +214,12 @@ class SFTConfig:
         problem = env_kwargs_problem(self.env_id, self.env_kwargs)
         if problem:
             raise ValueError(problem)
+        if self.eval_tasks and self.eval_max_new_tokens >= self.max_length:
+            raise ValueError(
+                f"eval_max_new_tokens={self.eval_max_new_tokens} leaves no prompt within max_length="
+                f"{self.max_length} (evaluation prompts are cut to max_length - eval_max_new_tokens); set "
+                f"max_length above {self.eval_max_new_tokens} or lower eval_max_new_tokens"
+            )
         from joy_agents.policy import PROMPT_STYLES
 
         if self.prompt_style not in PROMPT_STYLES:

@@ -126,6 +126,7 @@ class RLConfig:
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""
     RESUME_SAFE: ClassVar[tuple[str, ...]] = (
         "iterations",
+        "steps_per_iteration",
         "token_budget",
         "eval_tasks",
         "eval_split",
@@ -136,8 +137,9 @@ class RLConfig:
         "resume",
         "overwrite",
     )
-    """Options ``--resume`` may change (:mod:`joy_trainers.rl.resume_config`): every other one changes what
-    the steps already run mean, and a resume that changes it is refused."""
+    """Options ``--resume`` may change (:mod:`joy_trainers.rl.resume_config`): more steps (the steps already
+    run keep their meaning), evaluation, checkpointing and logging; every other one changes what the steps
+    already run mean, and a resume that changes it is refused."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
