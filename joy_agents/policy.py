@@ -85,6 +85,8 @@ import copy
 import dataclasses
 import json
 import os
+import pickle
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -594,7 +596,21 @@ class TeamPolicy:
             r: _loaded_model_path(p, path, file) for r, p in saved.get("separate_models", {}).items()
         }
         config = TeamConfig(**{**saved, **overrides})
-        return cls(config, adapters_dir=path)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Detected pickle protocol")  # torch, on a foreign file
+                return cls(config, adapters_dir=path)
+        except pickle.UnpicklingError:  # a .bin weights file holding other objects than tensors: nothing ran
+            dirs = [*(os.path.join(path, r) for r in config.roles), config.model]
+            found = [os.path.join(d, f) for d in dirs for f in _BIN_FILES if os.path.isfile(os.path.join(d, f))]
+            raise ValueError(
+                f"{path}: refused {', '.join(found) or 'a weights file'}: it holds objects other than tensors (not "
+                "written by joy-train, or tampered with); nothing in it was run"
+            ) from None
+
+
+_BIN_FILES = ("adapter_model.bin", "pytorch_model.bin")
+"""Weights files loaded by ``torch.load(weights_only=True)``, which refuses other objects than tensors."""
 
 
 def _stored_model_path(model: str, team_dir: str) -> str:

@@ -60,7 +60,7 @@ Arguments (``joy_env.make``)
 (agent turns per episode, default 30), ``reward_config``, ``render_mode`` (None | human | ansi), and
 per env id: ``source``/``path``/``categories`` (GSM8K, BFCL and tau2-bench loaders). ``reset(seed=...,
 options=...)`` samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "math/test/3"}``
-(``"tau2/retail/3"`` for ``source="tau2"``) picks one.
+(``"tau2/retail/3"`` for ``source="tau2"``) picks one; an unknown option is an error.
 
 Seeds
 -----
@@ -442,7 +442,10 @@ class JoyEnv(AECEnv):
     # ---------------------------------------------------------------- internals
 
     def _choose_task(self, options: dict) -> tuple[Task, int]:
-        # other keys are ignored: PettingZoo's conformance test passes arbitrary options
+        # "options" is what PettingZoo's conformance test passes (reset(options={"options": 1})): accepted, unused
+        unknown = sorted(str(k) for k in set(options) - {"task", "task_id", "task_index", "options"})
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown}; valid: task, task_id, task_index")
         if "task" in options:
             task = options["task"]
             if not isinstance(task, Task):

@@ -80,6 +80,10 @@ def check_team_dir(team: Path, option: str) -> None:
     """``team`` must be a team directory written by ``TeamPolicy.save`` (``team.json`` in it)."""
     if not (team / "team.json").is_file():
         run = team.parent
+        if run.exists() and not run.is_dir():
+            raise UsageError(
+                f"{option} {str(run)!r} is a file, not a run directory; pass a run directory written by joy-train"
+            )
         what = "does not exist" if not run.exists() else f"holds no {team.name}/team.json"
         hint = ""
         if (run / "checkpoints").is_dir():
@@ -87,9 +91,23 @@ def check_team_dir(team: Path, option: str) -> None:
         raise UsageError(f"{option} {str(run)!r} {what}{hint}; pass a run directory written by joy-train")
 
 
+def check_model(model: str, option: str = "model") -> None:
+    """A ``model`` written as a local path (absolute, ``./``, ``../``, ``~`` or a ``.gguf`` file) must exist; a
+    Hugging Face name (``org/name``) and the embedded models are left to loading."""
+    if model in (*TINY_MODELS, *SMOLLM2_ALIASES):
+        return
+    path_like = model.startswith(("/", "./", "../", "~")) or model.endswith(".gguf")
+    if path_like and not Path(model).expanduser().exists():
+        raise UsageError(
+            f"{option}={model!r}: no such model (no file or directory at that path); pass an existing model "
+            f"directory or .gguf file, a Hugging Face name, or one of {', '.join((*TINY_MODELS, *SMOLLM2_ALIASES))}"
+        )
+
+
 def check_sft_run(sft_run: str | None, model: str, data_seed: int = 0) -> None:
     """An RL run starts from ``sft_run``'s team, trained on the run's ``data_seed``, or from the automatic SFT
     team for the tiny models and SmolLM2."""
+    check_model(model)
     if sft_run:
         check_team_dir(Path(sft_run) / "team", "sft_run")
         trained = read_results(Path(sft_run)).get("seed")

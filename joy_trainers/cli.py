@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import importlib
 import json
 import sys
@@ -153,6 +154,9 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         main()
     except UsageError as exc:
         _fail(prog, str(exc))
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, the shell's status for SIGINT
+        print(f"{prog}: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 def train_main(argv: list[str] | None = None) -> None:
@@ -213,7 +217,12 @@ def _train(args: argparse.Namespace) -> None:
 def eval_main(argv: list[str] | None = None) -> None:
     parser = _Parser(prog="joy-eval", description="Evaluate a saved team on a split.")
     parser.add_argument("run_dir", help="a run directory written by joy-train (holds team/ and results.json)")
-    parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=("train", "validation", "test", "all"),
+        help="split evaluated (all: every task, where the env's source has it, e.g. tau2)",
+    )
     parser.add_argument("--tasks", type=_positive, default=None, help="number of tasks (default: as in the run)")
     parser.add_argument("--env", default=None, help="env id (default: the run's)")
     parser.add_argument(
@@ -241,6 +250,8 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
 
 def _evaluate(args: argparse.Namespace) -> None:
     run = Path(args.run_dir)
+    if run.exists() and not run.is_dir():
+        raise UsageError(f"{run} is a file, not a run directory; pass a run directory written by joy-train")
     if not run.is_dir():
         raise UsageError(f"run directory {run} does not exist; pass a run directory written by joy-train")
     check_team_dir(run / "team", "run directory")
@@ -267,8 +278,8 @@ def _evaluate(args: argparse.Namespace) -> None:
         raise UsageError(f"{run}/results.json: {exc}") from None
     try:
         team = TeamPolicy.load(str(run / "team"))
-    except FileNotFoundError as exc:
-        raise UsageError(str(exc)) from None
+    except (FileNotFoundError, ValueError) as exc:  # a base model gone, a tampered or foreign weights file
+        raise UsageError(" ".join(str(exc).split())) from None
     memory = None
     if (run / "memory").is_dir():
         memory = {p.stem: MemoryBank.from_dict(json.loads(p.read_text())) for p in (run / "memory").glob("*.json")}
@@ -284,11 +295,26 @@ def _evaluate(args: argparse.Namespace) -> None:
         memory=memory,
         env_kwargs=env_kwargs,
     )
-    out = run / f"eval-{args.split}.json"
+    out = run / eval_file_name(env_id, env_kwargs, args.split, (run_env, cfg.get("env_kwargs") or {}))
     record = {"env_id": env_id, "env_kwargs": env_kwargs, "split": args.split, "metrics": metrics}
     out.write_text(json.dumps(record, indent=2))
     print(json.dumps(metrics, indent=2))
     print(f"wrote {out}")
+
+
+def eval_file_name(env_id: str, env_kwargs: dict[str, Any], split: str, run_env: tuple[str, dict[str, Any]]) -> str:
+    """Where ``joy-eval`` writes an evaluation: ``eval-<split>.json`` on the run's own env and options, else
+    ``eval-<env>[-<option>=<value>...]-<split>.json`` (a value that is not a short plain word as a digest), so
+    an evaluation on another env or task source never overwrites the run's."""
+    if (env_id, env_kwargs) == run_env:
+        return f"eval-{split}.json"
+    parts = [env_id.rpartition("/")[2]]
+    for key in sorted(env_kwargs):
+        value = str(env_kwargs[key])
+        if not (len(value) <= 24 and value.replace("-", "").replace("_", "").replace(".", "").isalnum()):
+            value = hashlib.sha256(json.dumps(env_kwargs[key], sort_keys=True, default=str).encode()).hexdigest()[:8]
+        parts.append(f"{key}={value}")
+    return f"eval-{'-'.join(parts)}-{split}.json"
 
 
 if __name__ == "__main__":

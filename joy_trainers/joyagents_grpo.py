@@ -31,13 +31,14 @@ gradients are summed across processes, so parameters stay identical on every ran
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from joy_agents.engine import sample_many
 from joy_agents.memory import MemoryConfig
 from joy_agents.policy import SamplingConfig
 from joy_agents.rollout import Branch
 from joy_trainers import rl
+from joy_trainers.ranges import Range, positive, positive_int, share
 from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
@@ -69,14 +70,22 @@ class JoyAgentsGRPOConfig(rl.RLConfig):
     memory_embedder: str = "hash"
     """``hash`` (download-free) or ``st:<sentence-transformers model>``."""
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        **rl.RLConfig.RANGES,
+        "initial_temperature": Range(0),
+        "continuation_temperature": Range(0),
+        "max_nodes": positive_int(),
+        "top_k": Range(1, integer=True, words=("all",)),
+        "memory_top_n": positive_int(),
+        "memory_min_similarity": share(),
+        "memory_reuse_similarity": Range(0, 1, low_open=True, none_ok=True),
+        "memory_half_life": positive(),
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.sampling not in ("node", "trajectory"):
             raise ValueError(f"sampling must be 'node' or 'trajectory', got {self.sampling!r}")
-        if self.top_k != "all" and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
-            raise ValueError(f"top_k must be an int >= 1 or 'all', got {self.top_k!r}")
-        if self.max_nodes < 1:
-            raise ValueError(f"max_nodes must be >= 1, got {self.max_nodes!r}")
 
 
 TINY_RL = {

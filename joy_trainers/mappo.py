@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from joy_trainers import rl
 from joy_trainers.losses import gae, value_loss
+from joy_trainers.ranges import Range, positive, positive_int, share
 from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
@@ -53,12 +54,15 @@ class MAPPOConfig(rl.RLConfig):
     critic_max_tokens: int = 512
     """The global state keeps its last tokens."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
-            raise ValueError(f"gamma and gae_lambda must be in [0, 1], got {self.gamma!r}, {self.gae_lambda!r}")
-        if self.ppo_epochs < 1 or self.critic_lr <= 0:
-            raise ValueError(f"need ppo_epochs >= 1 and critic_lr > 0, got {self.ppo_epochs!r}, {self.critic_lr!r}")
+    RANGES: ClassVar[dict[str, Range]] = {
+        **rl.RLConfig.RANGES,
+        "gamma": share(),
+        "gae_lambda": share(),
+        "ppo_epochs": positive_int(),
+        "critic_lr": positive(),
+        "value_clip": Range(0, low_open=True, none_ok=True),
+        "critic_max_tokens": positive_int(),
+    }
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -5,10 +5,14 @@ contract: trainer, env, split, seed, model, steps, generated tokens, wall time, 
 ``baseline_metrics``), ``results.md`` (the same as a table) and the trained team (``team/``); each trainer
 adds its own files (see ``docs/trainers/``).
 
-A run directory belongs to one run. :meth:`RunDir.claim`, called before any long work, refuses a directory
-that already holds something unless the run continues it (``--resume``) or replaces it (``--overwrite``,
-which removes only the files the project writes, :data:`PROJECT_FILES`), and checks that the directory can
-be written. Paths stored inside a run directory are relative to it, so it can be moved.
+A run directory belongs to one run. :meth:`RunDir.claim`, called before any long work, takes the directory's
+lock (an exclusive ``flock`` on ``.lock``, held until the run ends: a second run on the same directory is
+refused, and a run killed in any way releases it with its process), refuses a directory that already holds
+something unless the run continues it (``--resume``) or replaces it (``--overwrite``, which removes only the
+files the project writes, :data:`PROJECT_FILES`), removes what a killed run left half-written (temporary
+checkpoints and files) and checks that the directory can be written. Paths stored inside a run directory
+are relative to it, and what the run needs (its starting team, a fine-tuned base) is inside it, so it can
+be moved or copied.
 """
 
 from __future__ import annotations
@@ -17,10 +21,16 @@ import json
 import os
 import shutil
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from joy_trainers.errors import UsageError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: runs are not locked
+    fcntl = None  # type: ignore[assignment]
 
 PROJECT_FILES = (
     "results.json",
@@ -33,10 +43,15 @@ PROJECT_FILES = (
     "team",
     "memory",
     "base",
+    "start_team",
+    "config.json",
     "work",
 )
 """What the trainers write into a run directory (besides ``eval-<split>.json`` of ``joy-eval``, temporary
 files starting with ``.`` and an Accelerate tracker's folder named after the run)."""
+
+LOCK_FILE = ".lock"
+"""The lock file of a run directory (it holds the process id of the run holding it)."""
 
 
 class RunDir:
@@ -45,6 +60,7 @@ class RunDir:
     def __init__(self, output_dir: str | os.PathLike | None, trainer: str) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.path = Path(output_dir or os.path.join("runs", f"{trainer}-{stamp}"))
+        self._lock: Any = None
 
     @property
     def checkpoints(self) -> Path:
@@ -67,39 +83,94 @@ class RunDir:
         return sorted(out)
 
     def claim(self, resume: bool = False, overwrite: bool = False) -> list[str]:
-        """Make the directory this run's before any long work: refuse one that already holds something unless
-        ``resume`` (continue the run in it) or ``overwrite`` (remove what the project wrote there), create it,
-        and check that it can be written. Returns the names removed by ``overwrite``."""
+        """Make the directory this run's before any long work: take its lock (:meth:`lock`), refuse it if it
+        already holds something unless ``resume`` (continue the run in it) or ``overwrite`` (remove what the
+        project wrote there), create it, remove orphaned temporary files (:meth:`remove_orphans`) and check
+        that it can be written. Returns the names removed by ``overwrite``. The caller releases the lock
+        (:meth:`release`) when the run ends."""
         path = self.path
         if resume and overwrite:
             raise UsageError("--resume continues the run in the directory and --overwrite replaces it; pass one")
         if path.exists() and not path.is_dir():
             raise UsageError(f"--output-dir {path} is a file, not a directory; pass a directory path")
         removed: list[str] = []
-        present = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
-        if present and not resume:
-            if not overwrite:
-                shown = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
-                raise UsageError(
-                    f"--output-dir {path} is not empty ({shown}); pass --resume to continue the run in it, "
-                    "--overwrite to replace it, or another --output-dir"
-                )
-            for entry in self.project_entries():
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
-                removed.append(entry.name)
         try:
             path.mkdir(parents=True, exist_ok=True)
-            probe = path / f".write-test-{os.getpid()}"
-            probe.write_text("")
-            probe.unlink()
+            self.lock()
         except OSError as exc:
             raise UsageError(
                 f"--output-dir {path} cannot be written ({exc.strerror or exc}); pass a directory you can write to"
             ) from None
+        try:
+            present = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE)
+            if present and not resume:
+                if not overwrite:
+                    shown = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
+                    raise UsageError(
+                        f"--output-dir {path} is not empty ({shown}); pass --resume to continue the run in it, "
+                        "--overwrite to replace it, or another --output-dir"
+                    )
+                for entry in self.project_entries():
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+                    removed.append(entry.name)
+            self.remove_orphans()
+            try:
+                probe = path / f".write-test-{os.getpid()}"
+                probe.write_text("")
+                probe.unlink()
+            except OSError as exc:
+                raise UsageError(
+                    f"--output-dir {path} cannot be written ({exc.strerror or exc}); pass a directory you can write to"
+                ) from None
+        except BaseException:
+            self.release()
+            raise
         return removed
+
+    def lock(self) -> None:
+        """Take the directory's lock for this process, or refuse in one line when another run holds it. The
+        lock lasts until :meth:`release` or the process's end, however it ends (the OS drops it)."""
+        if self._lock is not None or fcntl is None:
+            return
+        handle = open(self.path / LOCK_FILE, "a+")  # noqa: SIM115 - held open for the run's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise UsageError(
+                f"--output-dir {self.path} is in use by another run (process {holder}); wait for it to end, or "
+                "pass another --output-dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock = handle
+
+    def release(self) -> None:
+        """Give the lock back (the run has ended)."""
+        if self._lock is not None:
+            with suppress(OSError):
+                self._lock.close()
+            self._lock = None
+
+    def remove_orphans(self) -> list[str]:
+        """Remove what a killed run left half-written: temporary checkpoint directories and temporary files.
+        Called holding the lock, so no other process is writing them."""
+        orphans = [*self.checkpoints.glob(".tmp-step-*"), *self.checkpoints.glob(".latest.tmp")]
+        orphans += [p for p in self.path.glob(".*.tmp-*") if p.is_file()]
+        for entry in orphans:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with suppress(OSError):
+                    entry.unlink()
+        return [p.name for p in orphans]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -27,7 +27,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tqdm.auto import tqdm
@@ -44,9 +44,10 @@ from joy_agents.sft_data import (
 )
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
 from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
-from joy_trainers.checks import check_env_options, env_kwargs_problem
+from joy_trainers.checks import check_env_options, check_model, env_kwargs_problem
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.options import config_from_dict
+from joy_trainers.ranges import Range, check_ranges, count, positive, positive_int, share
 from joy_trainers.rundir import RunDir, write_results
 from joy_trainers.rundir import results_table as results_table  # re-exported: it lived here before
 from joy_trainers.sft_batches import (
@@ -164,12 +165,35 @@ class SFTConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form notes copied into results.json."""
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "seed": count(),
+        "sft_tasks": positive_int(),
+        "rl_fraction": Range(0, 1, high_open=True),
+        "recovery_rate": share(),
+        "entity_swap": share(),
+        "base_epochs": Range(0),
+        "base_lr": positive(),
+        "adapter_epochs": Range(0),
+        "adapter_lr": positive(),
+        "lora_r": positive_int(),
+        "lora_alpha": positive_int(),
+        "batch_size": positive_int(),
+        "batch_tokens": count(),
+        "grad_accum": positive_int(),
+        "max_length": Range(2, integer=True),
+        "warmup_ratio": share(),
+        "eval_tasks": count(),
+        "eval_max_new_tokens": positive_int(),
+        "eval_max_cycles": positive_int(),
+        "baseline_tasks": Range(1, integer=True, none_ok=True),
+    }
+    """The valid values of every numeric option (:mod:`joy_trainers.ranges`)."""
+
     def __post_init__(self) -> None:
-        if not 0.0 <= self.rl_fraction < 1.0:
-            raise ValueError(f"rl_fraction must be in [0, 1), got {self.rl_fraction!r}")
-        for name in ("base_epochs", "adapter_epochs"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        check_ranges(self)
+        bad_weights = {d: w for d, w in self.domain_weights.items() if not Range(0).accepts(w)}
+        if bad_weights:
+            raise ValueError(f"domain_weights must map domains to numbers >= 0, got {bad_weights}")
         bad = {r: e for r, e in self.role_adapter_epochs.items() if not isinstance(e, (int, float)) or e < 0}
         if bad:
             raise ValueError(f"role_adapter_epochs must map roles to numbers >= 0, got {bad}")
@@ -180,25 +204,22 @@ class SFTConfig:
             raise ValueError(f"base_loss must be one of {LOSSES}, got {self.base_loss!r}")
         if self.adapter_loss not in LOSSES[:2]:
             raise ValueError(f"adapter_loss must be one of {LOSSES[:2]}, got {self.adapter_loss!r}")
-        for name in ("recovery_rate", "entity_swap"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
-        if isinstance(self.batch_tokens, bool) or not isinstance(self.batch_tokens, int) or self.batch_tokens < 0:
-            raise ValueError(
-                f"batch_tokens must be an int >= 0 (0: batches of batch_size rows), got {self.batch_tokens!r}"
-            )
         if 0 < self.batch_tokens < self.max_length:
             raise ValueError(
                 f"batch_tokens={self.batch_tokens} is under max_length={self.max_length}: a longest row would not fit; "
                 f"set batch_tokens >= {self.max_length} or 0"
             )
-        if self.sft_tasks < 1:
-            raise ValueError(f"sft_tasks must be >= 1, got {self.sft_tasks!r}")
         if self.eval_split not in joy_env.SPLITS:
             raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
         problem = env_kwargs_problem(self.env_id, self.env_kwargs)
         if problem:
             raise ValueError(problem)
+        if self.eval_tasks and self.eval_max_new_tokens >= self.max_length:
+            raise ValueError(
+                f"eval_max_new_tokens={self.eval_max_new_tokens} leaves no prompt within max_length="
+                f"{self.max_length} (evaluation prompts are cut to max_length - eval_max_new_tokens); set "
+                f"max_length above {self.eval_max_new_tokens} or lower eval_max_new_tokens"
+            )
         from joy_agents.policy import PROMPT_STYLES
 
         if self.prompt_style not in PROMPT_STYLES:
@@ -460,14 +481,23 @@ class SFTTrainer:
         self.run_dir = Path(config.output_dir or os.path.join("runs", f"sft-{stamp}"))
 
     def train(self) -> dict[str, Any]:
+        """Run the stages (see the module documentation), holding the run directory's lock until they end."""
+        self._run = RunDir(self.run_dir, self.name)
+        try:
+            return self._train()
+        finally:
+            self._run.release()
+
+    def _train(self) -> dict[str, Any]:
         from transformers import AutoModelForCausalLM, AutoTokenizer  # here: the model classes cost import time
 
         cfg = self.config
         start = time.perf_counter()
         splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
         check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits)  # the inputs, before any long work
+        check_model(cfg.model)
         if int(os.environ.get("RANK", "0")) == 0:  # one process claims the run directory (accelerate launch)
-            removed = RunDir(self.run_dir, self.name).claim(overwrite=cfg.overwrite)
+            removed = self._run.claim(overwrite=cfg.overwrite)
             if removed:
                 print(f"[sft] --overwrite: removed {', '.join(removed)} from {self.run_dir}")
         torch.manual_seed(cfg.seed)

@@ -153,9 +153,10 @@ def test_sft_run_records_env_kwargs_and_joy_eval_reads_them_back(tiny_dir, tmp_p
     eval_main([str(run)])  # the run's env_kwargs
     saved = json.loads((run / "eval-test.json").read_text())
     assert saved["env_kwargs"] == GSM8K and saved["metrics"]["episodes"] == 1
-    eval_main([str(run), "--tasks", "2", "--env-kwargs", "{}"])  # the generated math tasks instead
-    saved = json.loads((run / "eval-test.json").read_text())
+    eval_main([str(run), "--tasks", "2", "--env-kwargs", "{}"])  # the generated math tasks, in a file of their own
+    saved = json.loads((run / "eval-math-v0-test.json").read_text())
     assert saved["env_kwargs"] == {} and saved["metrics"]["episodes"] == 2
+    assert json.loads((run / "eval-test.json").read_text())["env_kwargs"] == GSM8K  # the run's own, kept
 
     for argv, expected in (
         (["--env-kwargs", "{source: 1}"], "--env-kwargs '{source: 1}' is not valid JSON"),

@@ -24,7 +24,9 @@ module                                 names
                                        ``evaluate``, ``finish``
 :mod:`~joy_trainers.rl.state`          ``RunState``
 :mod:`~joy_trainers.rl.start`          ``sft_team``, ``tiny_sft_values``, ``tiny_sft_dir``: the team a run
-                                       starts from
+                                       starts from (``bring_team``: its copy in the run directory)
+:mod:`~joy_trainers.rl.resume_config`  ``check_resume_config``, ``write_config``: the options ``--resume``
+                                       may change (``RLConfig.RESUME_SAFE``)
 =====================================  ===================================================================
 
 ``RunDir`` (:mod:`joy_trainers.rundir`) is re-exported here too. The pure loss math lives in

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from joy_agents.policy import TeamPolicy
-from joy_trainers.rl.distributed import barrier
+from joy_trainers.rl.distributed import all_gather_objects, barrier
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState
@@ -60,6 +60,20 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((int(version), tuple(int(x) for x in internal), gauss))
     np.random.set_state((str(kind), np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
     torch.set_rng_state(torch_state)
+
+
+def restore_rng(rng: dict[str, Any], rank: int, size: int) -> bool:
+    """Set this process's RNG states from a checkpoint's ``rng.json`` (its ``ranks`` list, one entry per
+    process), so a resumed run draws what the uninterrupted one would have; False (nothing set) when the
+    checkpoint has none for ``rank`` of ``size`` processes (written before, or by another number of them)."""
+    ranks = rng.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) != size:
+        return False
+    try:
+        _set_rng_state(ranks[rank])
+    except (KeyError, ValueError, TypeError, RuntimeError):
+        return False
+    return True
 
 
 def save_tensors(obj: Any, path: Path) -> None:
@@ -99,12 +113,15 @@ def save_checkpoint(
     state: dict[str, Any],
     keep: int = 2,
     write_extra: Callable[[Path], None] | None = None,
+    rng_ranks: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``directory/step-{step}`` atomically (a temporary directory renamed when complete), then point
     ``directory/latest`` at it (also atomically) and drop older checkpoints beyond ``keep``.
 
     ``state`` is any JSON-able dict (memory banks, metrics history, data order...); RNG states are added.
-    ``write_extra(tmp_dir)`` writes a trainer's own files into the checkpoint before it is published.
+    ``write_extra(tmp_dir)`` writes a trainer's own files into the checkpoint before it is published;
+    ``rng_ranks``: every process's RNG states (rank order), restored per process by :func:`restore_rng`. The
+    team's base model, when it lies in the run directory, is named relative to the checkpoint's team.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -114,8 +131,9 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     team.save(str(tmp / "team"))
+    _relative_base(tmp / "team", directory.parent)
     save_tensors({r: o.state_dict() for r, o in optimizers.items()}, tmp / "optimizers.pt")
-    (tmp / "rng.json").write_text(json.dumps(_rng_state()))
+    (tmp / "rng.json").write_text(json.dumps({**_rng_state(), **({"ranks": rng_ranks} if rng_ranks else {})}))
     if write_extra is not None:
         write_extra(tmp)
     (tmp / "state.json").write_text(json.dumps({"step": step, **state}, default=str))  # last: marks it complete
@@ -134,6 +152,17 @@ def save_checkpoint(
     for old in checkpoint_steps(directory)[keep:]:
         shutil.rmtree(directory / f"step-{old}", ignore_errors=True)
     return final
+
+
+def _relative_base(team_dir: Path, run_dir: Path) -> None:
+    """Name the team's base model relative to ``team_dir`` when it lies in ``run_dir`` (the run's ``base/``),
+    so the checkpoint loads after the run is moved."""
+    file = team_dir / "team.json"
+    data = json.loads(file.read_text())
+    model = Path(str(data["config"]["model"]))
+    if model.is_absolute() and model.is_relative_to(os.path.abspath(run_dir)):
+        data["config"]["model"] = os.path.relpath(model, os.path.abspath(team_dir))
+        file.write_text(json.dumps(data, indent=2, sort_keys=True))
 
 
 def checkpoint_steps(directory: str | Path) -> list[int]:
@@ -219,7 +248,9 @@ def load_checkpoint(path: str | Path, team: Any, optimizers: dict[str, torch.opt
 
 
 def checkpoint(run: RunDir, state: RunState) -> None:
-    """Rank 0 writes a checkpoint of ``state`` (see :func:`save_checkpoint`); every rank waits for it."""
+    """Rank 0 writes a checkpoint of ``state`` with every rank's RNG states (see :func:`save_checkpoint`);
+    every rank waits for it."""
+    rng_ranks = all_gather_objects(_rng_state())
     if state.is_main:
         extra = {
             "baseline": state.baseline,
@@ -235,5 +266,13 @@ def checkpoint(run: RunDir, state: RunState) -> None:
             if state.save_extra is not None:
                 state.save_extra(directory)
 
-        save_checkpoint(run.checkpoints, state.step, state.team, state.optimizers, extra, write_extra=write_extra)
+        save_checkpoint(
+            run.checkpoints,
+            state.step,
+            state.team,
+            state.optimizers,
+            extra,
+            write_extra=write_extra,
+            rng_ranks=rng_ranks,
+        )
     barrier()

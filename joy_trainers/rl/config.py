@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import joy_env
 from joy_trainers.checks import env_kwargs_problem
 from joy_trainers.losses import LOSS_TYPES
 from joy_trainers.options import config_from_dict
+from joy_trainers.ranges import Range, check_ranges, count, positive, positive_int, share
 
 
 @dataclass
@@ -98,13 +99,50 @@ class RLConfig:
     log_with: str | None = None
     """An Accelerate tracker (e.g. ``tensorboard``) mirroring the JSONL metrics."""
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "seed": count(),
+        "data_seed": count(),
+        "iterations": positive_int(),
+        "steps_per_iteration": positive_int(),
+        "tasks_per_step": positive_int(),
+        "group_size": Range(2, integer=True),  # a group of one has no variance
+        "temperature": positive(),
+        "top_p": Range(0, 1, low_open=True),
+        "lr": positive(),
+        "update_epochs": positive_int(),
+        "partial_credit": share(),
+        "epsilon": positive(),
+        "epsilon_high": Range(0, low_open=True, none_ok=True),
+        "beta": Range(0),
+        "micro_batch_size": positive_int(),
+        "max_grad_norm": positive(),
+        "max_new_tokens": positive_int(),
+        "max_cycles": positive_int(),
+        "max_prompt_tokens": positive_int(),
+        "eval_tasks": count(),
+        "token_budget": count(),
+        "checkpoint_every": positive_int(),
+    }
+    """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""
+    RESUME_SAFE: ClassVar[tuple[str, ...]] = (
+        "iterations",
+        "steps_per_iteration",
+        "token_budget",
+        "eval_tasks",
+        "eval_split",
+        "eval_baseline",
+        "checkpoint_every",
+        "log_with",
+        "output_dir",
+        "resume",
+        "overwrite",
+    )
+    """Options ``--resume`` may change (:mod:`joy_trainers.rl.resume_config`): more steps (the steps already
+    run keep their meaning), evaluation, checkpointing and logging; every other one changes what the steps
+    already run mean, and a resume that changes it is refused."""
+
     def __post_init__(self) -> None:
-        for name in ("iterations", "steps_per_iteration", "tasks_per_step", "micro_batch_size", "update_epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 (a group of one has no variance), got {self.group_size!r}")
+        check_ranges(self)
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.eval_split not in joy_env.SPLITS:
@@ -112,18 +150,6 @@ class RLConfig:
         problem = env_kwargs_problem(self.env_id, self.env_kwargs)
         if problem:
             raise ValueError(problem)
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 for sampling groups, got {self.temperature!r}")
-        if isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0:
-            raise ValueError(f"token_budget must be an int >= 0 (0: no budget), got {self.token_budget!r}")
-        for name in ("seed", "data_seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-        if isinstance(self.partial_credit, bool) or not 0 <= self.partial_credit <= 1:
-            raise ValueError(f"partial_credit must be in [0, 1], got {self.partial_credit!r}")
-        if self.lr <= 0 or self.beta < 0 or self.epsilon <= 0:
-            raise ValueError(f"need lr > 0, beta >= 0, epsilon > 0; got {self.lr!r}, {self.beta!r}, {self.epsilon!r}")
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Any:

@@ -15,10 +15,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +43,12 @@ from joy_trainers.rl.checkpoints import (
     checkpoint,
     checkpoint_steps,
     read_checkpoint,
+    restore_rng,
 )
 from joy_trainers.rl.distributed import all_gather_objects, barrier, world
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
-from joy_trainers.rl.start import sft_team
+from joy_trainers.rl.resume_config import check_resume_config, write_config
+from joy_trainers.rl.start import START_TEAM, bring_team, sft_team
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
 from joy_trainers.rundir import RunDir, write_results
@@ -58,26 +63,39 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     rank, _ = world()
     run.path = Path(all_gather_objects(str(run.path))[0])
     problem = None
+    start_team = run.path / START_TEAM
+    carried = cfg.resume and (start_team / "team.json").is_file()  # the run holds its starting team
     if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
         try:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
             check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits)
-            check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
-            mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
-            if mismatch:
-                print(f"[rl] warning: {mismatch}")
+            if not carried:
+                check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
+                mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
+                if mismatch:
+                    print(f"[rl] warning: {mismatch}")
             removed = run.claim(resume=cfg.resume, overwrite=getattr(cfg, "overwrite", False))
             if removed:
                 print(f"[rl] --overwrite: removed {', '.join(removed)} from {run.path}")
+            if cfg.resume:
+                changed = check_resume_config(run.path, cfg, bool(checkpoint_steps(run.checkpoints)))
+                if changed:
+                    print(f"[rl] --resume with changed options: {'; '.join(changed)}")
+            write_config(run.path, cfg)
         except UsageError as exc:
+            run.release()
             problem = str(exc)
     problem = all_gather_objects(problem)[0]
     if problem:
         raise UsageError(problem)
     random.seed(cfg.seed + rank)
     torch.manual_seed(cfg.seed + rank)
-    team_dir = sft_team(cfg.sft_run, cfg.model, cfg.data_seed, getattr(cfg, "sft_overrides", None))
-    team = TeamPolicy.load(str(team_dir), device=str(accelerator.device))
+    if not carried:
+        team_dir = sft_team(cfg.sft_run, cfg.model, cfg.data_seed, getattr(cfg, "sft_overrides", None))
+        if rank == 0:
+            bring_team(team_dir, run.path)
+        barrier()
+    team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
     optimizers = make_optimizers(team, cfg.lr)
     banks = {r: MemoryBank(r, memory) for r in team.roles} if memory is not None and memory.enabled else {}
     engine = RolloutEngine(
@@ -170,7 +188,8 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
         raise UsageError(f"--resume: {exc}; resume with the options the run started with, or --overwrite") from None
     saved = data.state
     cfg = state.config
-    torch.manual_seed(cfg.seed + rank + 1000 * int(saved["step"]))
+    if not restore_rng(data.rng, rank, world()[1]):  # a checkpoint without this process's RNG states
+        torch.manual_seed(cfg.seed + rank + 1000 * int(saved["step"]))
     state.step = int(saved["step"])
     state.baseline = saved.get("baseline")
     state.tokens_total = int(saved.get("tokens_total", 0))
@@ -254,6 +273,41 @@ def run_steps(
     ``refresh_reference`` and ``beta > 0``, each iteration starts by copying the current weights into the
     reference policy. With ``token_budget``, the loop ends (after a checkpoint) at the first step that
     brings the generated tokens to the budget."""
+    with _stop_on_ctrl_c() as stop:
+        _run_steps(run, state, step_fn, refresh_reference, after_checkpoint, stop)
+
+
+@contextlib.contextmanager
+def _stop_on_ctrl_c() -> Iterator[list[bool]]:
+    """While the loop runs, a first Ctrl-C (SIGINT) asks it to stop after the step under way, with a
+    checkpoint; a second one stops at once (the newest checkpoint stays). Yields the flag (``[True]`` once
+    asked)."""
+    asked = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield asked
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if asked[0]:
+            raise KeyboardInterrupt("stopped at once; the newest checkpoint stays")
+        asked[0] = True
+        print("\n[rl] Ctrl-C: stopping after this step with a checkpoint (Ctrl-C again: stop now)", flush=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield asked
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_steps(
+    run: RunDir,
+    state: RunState,
+    step_fn: Callable[[RunState, int], StepOutput | dict[str, Any]],
+    refresh_reference: bool,
+    after_checkpoint: Callable[[], None] | None,
+    stop: list[bool],
+) -> None:
     cfg = state.config
     budget = getattr(cfg, "token_budget", 0)
     for step in range(state.step, cfg.total_steps):
@@ -268,10 +322,18 @@ def run_steps(
             state.log.log(row)
         state.progress(row)
         spent = bool(budget) and state.tokens_total >= budget
-        if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0 or spent:
+        stopping = any(all_gather_objects(stop[0]))  # every process stops after the same step
+        if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0 or spent or stopping:
             checkpoint(run, state)
             if after_checkpoint is not None:
                 after_checkpoint()
+        if stopping:
+            if state.bar is not None:
+                state.bar.close()
+            raise KeyboardInterrupt(
+                f"stopped after step {state.step} with a checkpoint; continue with joy-train --resume --output-dir "
+                f"{run.path}"
+            )
 
 
 def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:

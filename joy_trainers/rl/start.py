@@ -86,7 +86,8 @@ def sft_cache_key(values: dict[str, Any]) -> str:
     """The cache key of an ``sft`` run of these options: the options that shape the team (defaults filled
     in, evaluation options left out), the tiny-model build version and the env fingerprint."""
     try:
-        config = asdict(SFTConfig.from_dict({k: v for k, v in values.items() if k not in EVALUATION_OPTIONS}))
+        shaping_values = {k: v for k, v in values.items() if k not in EVALUATION_OPTIONS}
+        config = asdict(SFTConfig.from_dict({**shaping_values, "eval_tasks": 0}))  # evaluation: not in the key
     except ValueError as exc:
         raise UsageError(f"sft_overrides: {exc}") from None
     shaping = {k: v for k, v in config.items() if k not in EVALUATION_OPTIONS}
@@ -118,6 +119,44 @@ def register_sft_run(run_dir: Path, config: dict[str, Any]) -> None:
     tmp = index / f".{entry.name}.tmp-{os.getpid()}"
     tmp.write_text(json.dumps({"run": str(Path(run_dir).resolve())}))
     os.replace(tmp, entry)
+
+
+START_TEAM = "start_team"
+"""The run directory's copy of the team an RL run starts from (its base model in ``base/`` beside it)."""
+
+
+def bring_team(team_dir: Path, run_dir: Path) -> Path:
+    """Copy the starting team ``team_dir`` into ``run_dir/start_team`` and, when its base model is a local
+    directory in the model cache or in the SFT run (not the user's own model directory, nor a hub name), that
+    base into ``run_dir/base`` (hard links where the filesystem allows, else a copy), so the run loads, evaluates
+    and resumes after the cache is cleared or the run is moved. Returns the copy's path."""
+    dest = run_dir / START_TEAM
+    tmp = run_dir / f".{START_TEAM}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(team_dir, tmp)
+    data = json.loads((tmp / "team.json").read_text())
+    model = str(data["config"]["model"])
+    if model.startswith(("./", "../")):
+        model = os.path.normpath(team_dir.resolve() / model)
+    local = Path(model)
+    owned = (default_cache_dir().resolve(), team_dir.resolve().parent)
+    if local.is_absolute() and local.is_dir() and any(local.resolve().is_relative_to(o) for o in owned):
+        base = run_dir / "base"
+        if base.resolve() != local.resolve():
+            shutil.rmtree(base, ignore_errors=True)
+            shutil.copytree(local, base, copy_function=_link_or_copy)
+        data["config"]["model"] = "../base"
+        (tmp / "team.json").write_text(json.dumps(data, indent=2, sort_keys=True))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    return dest
+
+
+def _link_or_copy(source: str, dest: str) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
 
 
 def _complete(run: Path) -> bool:

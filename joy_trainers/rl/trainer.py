@@ -63,12 +63,15 @@ class RLTrainer:
     def train(self) -> dict[str, Any]:
         """Run every step, evaluate and write the run directory; returns ``results.json``'s contents (an empty
         dict on processes other than the main one)."""
-        state = prepare(self.run, self.config, self.memory_config())
-        self.init_state(state)
-        resume_or_evaluate(self.run, state, load_extra=self.load_extra)
-        state.save_extra = self.save_extra
-        run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference)
-        return finish(self.run, state, self.name)
+        try:
+            state = prepare(self.run, self.config, self.memory_config())
+            self.init_state(state)
+            resume_or_evaluate(self.run, state, load_extra=self.load_extra)
+            state.save_extra = self.save_extra
+            run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference)
+            return finish(self.run, state, self.name)
+        finally:
+            self.run.release()  # the run directory's lock (held by the main process since prepare)
 
     def run_step(self, state: RunState, step: int) -> dict[str, Any]:
         """One step: this process's share of the step's tasks, :meth:`step`, and its metrics row."""

@@ -1,0 +1,59 @@
+"""What ``--resume`` may change: the run's options are stored in ``config.json`` when it starts, and a resume
+with options that change what the run means (``lr``, ``group_size``, ``tasks_per_step``, ``seed``, the model,
+the env...) is refused with the list of differences; the options in the config's ``RESUME_SAFE`` (more
+iterations, a larger token budget, evaluation, checkpointing and logging settings) may change, and
+``config.json`` then records the new values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from joy_trainers.errors import UsageError
+from joy_trainers.rundir import write_json_atomic
+
+CONFIG_FILE = "config.json"
+"""The run's options (as JSON), in the run directory."""
+
+
+def config_values(cfg: Any) -> dict[str, Any]:
+    """The options of ``cfg`` as they read back from JSON."""
+    return json.loads(json.dumps(dict(vars(cfg)), default=str))
+
+
+def resume_changes(stored: dict[str, Any], requested: dict[str, Any], safe: tuple[str, ...]) -> tuple[list, list]:
+    """``(refused, allowed)``: ``"name: old -> new"`` for every option that differs, split by ``safe``."""
+    refused, allowed = [], []
+    for name in sorted(set(stored) | set(requested) - {"resume", "overwrite", "output_dir"}):
+        old, new = stored.get(name), requested.get(name)
+        if old != new:
+            (allowed if name in safe else refused).append(f"{name}: {json.dumps(old)} -> {json.dumps(new)}")
+    return refused, allowed
+
+
+def check_resume_config(run_dir: Path, cfg: Any, has_checkpoint: bool) -> list[str]:
+    """Refuse a resume whose options change the meaning of the steps already run (one line listing them);
+    returns the safe changes. A run without ``config.json`` (made before it existed) or without a checkpoint
+    yet (nothing ran) accepts any options."""
+    path = run_dir / CONFIG_FILE
+    if not path.is_file() or not has_checkpoint:
+        return []
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"--resume: {path} is damaged; restore it, or start the run again with --overwrite") from None
+    safe = tuple(getattr(type(cfg), "RESUME_SAFE", ()))
+    refused, allowed = resume_changes(stored, config_values(cfg), safe)
+    if refused:
+        raise UsageError(
+            f"--resume: the run in {run_dir} ran with other options ({'; '.join(refused)}); resume with the "
+            f"options in {path} (only {', '.join(safe)} may change), or start a new run with --overwrite or "
+            "another --output-dir"
+        )
+    return allowed
+
+
+def write_config(run_dir: Path, cfg: Any) -> None:
+    """Record the run's options in ``config.json`` (atomically)."""
+    write_json_atomic(run_dir / CONFIG_FILE, config_values(cfg))
