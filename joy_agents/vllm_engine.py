@@ -8,6 +8,8 @@ CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of v
 * **One engine per team.** :func:`vllm_engine` builds a :class:`VLLMEngine` on first use and keeps it on the team,
   so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU (0.3 by
   default: the training model, its optimiser state and activations share the device, as in TRL's colocated mode).
+  Under ``accelerate launch`` with several processes each process builds its own engine on its own GPU (vLLM's
+  ``external_launcher`` backend, seed + rank).
 * **Weights follow training.** The base model of a LoRA team is frozen; only adapters change. Before each tick the
   engine compares every role's adapter parameters' version counters (bumped by each in-place write: an optimiser
   step, a ``load_state_dict``) with those it last sent. A changed adapter is written to the engine's folder and
@@ -135,6 +137,10 @@ class VLLMEngine:
         }
         if self.config.max_model_len is not None:
             options["max_model_len"] = self.config.max_model_len
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            if torch.distributed.get_world_size() > 1:  # one engine per process, on the process's own GPU
+                options["distributed_executor_backend"] = "external_launcher"
+                options["seed"] = self.config.seed + torch.distributed.get_rank()
         self.llm = LLM(path, **options)
         self._sent: dict[str, tuple[int, ...]] = {}
         self._requests: dict[str, Any] = {}

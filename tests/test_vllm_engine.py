@@ -123,3 +123,12 @@ def test_the_throughput_benchmark_times_the_vllm_engine(stand_in_vllm, sft_run, 
     shared = ["--node-tasks", "1", "--max-nodes", "1", "--group-size", "2", "--shared-repeats", "1"]
     result = bench.main(["--team", os.path.join(sft_run, "team"), *small, *shared, "--vllm"])
     assert result["same_greedy_episodes_vllm"] == 1.0 and result["vllm_tokens_per_s"] > 0
+
+
+def test_each_process_of_a_distributed_run_builds_its_own_engine(stand_in_vllm, team, monkeypatch):
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 2)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 1)
+    VLLMEngine(team, VLLMConfig(seed=3))
+    (llm,) = stand_in_vllm.LLM.instances
+    assert llm.options["distributed_executor_backend"] == "external_launcher" and llm.options["seed"] == 4
