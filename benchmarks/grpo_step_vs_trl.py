@@ -154,7 +154,7 @@ class OurSide:
             epsilon=args.epsilon,
             beta=args.beta,
             temperature=1.0,
-            max_completion_length=args.max_new_tokens,
+            max_new_tokens=args.max_new_tokens,
             micro_batch_size=len(prompts) * args.group_size,
             max_grad_norm=1.0,
         )

@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
     from joy_agents.models import resolve_model_path
     from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
     from joy_agents.rollout import RolloutConfig, RolloutEngine
+    from joy_env.protocol import TURN_STOP
     from joy_trainers.sft import resolve_model
 
     if args.threads:
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
         }
         _report(result, args.out)
         return result
-    sampling = SamplingConfig(args.temperature, 1.0, args.max_new_tokens, ("</answer>",))
+    sampling = SamplingConfig(args.temperature, 1.0, args.max_new_tokens, TURN_STOP)
     starts = list(range(args.episodes))
 
     def engine_of(kind: str) -> RolloutEngine:
@@ -296,9 +297,10 @@ def node_prompts(team, env_id: str, tasks: int, max_nodes: int, seed: int) -> di
 def shared_vs_unshared(team, args) -> dict:
     """``ratio_shared_vs_unshared`` (see the module doc): node-wise sampling with and without shared prefill."""
     from joy_agents.policy import SamplingConfig
+    from joy_env.protocol import TURN_STOP
 
     by_role = node_prompts(team, args.env, args.node_tasks, args.max_nodes, args.seed)
-    sampling = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
+    sampling = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=TURN_STOP)
     clock = time.process_time if args.cpu_time else time.perf_counter
     runs: dict[bool, list[tuple[int, float]]] = {True: [], False: []}  # (tokens, seconds) per repeat
     for repeat in range(args.shared_repeats):

@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> dict:
     from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
     from joy_agents.rollout import Branch, RolloutConfig, RolloutEngine
     from joy_agents.tiny import build_tiny_model
+    from joy_env.protocol import TURN_STOP
+    from joy_trainers.presets import TINY_MAX_PROMPT_TOKENS
     from joy_trainers.rl import tiny_sft_dir
-    from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
 
     torch.manual_seed(0)
     team_dir = args.team
@@ -56,8 +57,8 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         team = TeamPolicy(TeamConfig(model=str(build_tiny_model()), lora_r=4, lora_alpha=8))
         source = "fresh tiny team (no SFT)"
-    greedy = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
-    explore = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=("</answer>",))
+    greedy = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, stop=TURN_STOP)
+    explore = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=TURN_STOP)
     engine = RolloutEngine(
         team,
         args.env,

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
         completion_loss,
         prefix_groups,
         sft_rows,
-        shared_prefix_length,
     )
+    from joy_trainers.sft_batches import shared_prefix_length
 
     torch.manual_seed(0)
     path = args.model or str(build_tiny_model())

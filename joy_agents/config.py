@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from joy_env.protocol import ANSWER_END, TOOL_CALL_END
+
 __all__ = ["PROMPT_STYLES", "Sample", "SamplingConfig", "TeamConfig", "prompt_view", "with_system_note"]
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -29,7 +31,7 @@ class SamplingConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 128
-    stop: tuple[str, ...] = ("</answer>", "</tool_call>")
+    stop: tuple[str, ...] = (ANSWER_END, TOOL_CALL_END)
 
     def __post_init__(self) -> None:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):

@@ -28,6 +28,7 @@ from joy_agents.memory import render_memories
 from joy_agents.policy import Sample, SamplingConfig
 from joy_agents.vllm_engine import VLLMConfig, VLLMSampler
 from joy_env.env import EnvSnapshot
+from joy_env.protocol import TURN_STOP
 
 
 @dataclass
@@ -100,7 +101,7 @@ class RolloutConfig:
     """How the engine samples."""
 
     sampling: SamplingConfig = field(
-        default_factory=lambda: SamplingConfig(temperature=0.0, max_new_tokens=160, stop=("</answer>",))
+        default_factory=lambda: SamplingConfig(temperature=0.0, max_new_tokens=160, stop=TURN_STOP)
     )
     """Sampling of every role (greedy by default). Turns end at ``</answer>`` or the end-of-turn token, so
     a turn may hold several tool calls."""
@@ -148,9 +149,11 @@ class RolloutEngine:
         split: str = "test",
         seed: int = 0,
         config: RolloutConfig | None = None,
+        *,
         progress: bool = True,
         memory: dict[str, Any] | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        reward_config: joy_env.RewardConfig | None = None,
     ) -> None:
         self.policy = policy
         self.memory = memory or {}
@@ -160,8 +163,9 @@ class RolloutEngine:
         self.split = split
         self.env_kwargs = dict(env_kwargs or {})
         """Task-source options of ``joy_env.make`` (e.g. ``{"source": "tau2"}``)."""
+        rewards = {"reward_config": reward_config} if reward_config is not None else {}
         self.prototype = joy_env.make(
-            env_id, split=split, seed=seed, max_cycles=self.config.max_cycles, **self.env_kwargs
+            env_id, split=split, seed=seed, max_cycles=self.config.max_cycles, **self.env_kwargs, **rewards
         )
         self.progress = progress
         self._pool: list[Any] = []

@@ -17,6 +17,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+ANSWER_END = "</answer>"
+"""The closing tag of a final answer: the stop text of a whole agent turn (a turn may hold several tool calls
+before it, so generation runs on past ``</tool_call>``)."""
+TOOL_CALL_END = "</tool_call>"
+"""The closing tag of one tool call."""
+TURN_STOP: tuple[str, ...] = (ANSWER_END,)
+"""The stop texts of a whole agent turn in rollouts and evaluation (with the end-of-turn token)."""
+
 MAX_ACTION_CHARS = 16_000
 """Longer actions are rejected whole (nothing is executed)."""
 MAX_CALLS_PER_TURN = 8

@@ -8,8 +8,10 @@ A trainer is one class that satisfies :class:`Trainer`: a ``name``, a ``config_c
     [project.entry-points.joy_trainers]
     reinforce = "joy_reinforce:ReinforceTrainer"
 
-and run them with ``joy-train --trainer reinforce`` (see ``examples/custom_trainer/``). An RL trainer
-subclasses :class:`joy_trainers.rl.RLTrainer`, which provides all of this but its ``step``.
+and run them with ``joy-train --trainer reinforce`` (see ``examples/custom_trainer/``). Every trainer
+subclasses :class:`joy_trainers.base.BaseTrainer` (the run directory, evaluation and results; its Config
+extends :class:`joy_trainers.run_config.RunConfig`) and writes ``run_training``; an RL trainer subclasses
+:class:`joy_trainers.rl.RLTrainer`, which provides all of this but its ``step``.
 """
 
 from __future__ import annotations

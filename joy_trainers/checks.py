@@ -52,21 +52,26 @@ def check_env_options(
     env_kwargs: Mapping[str, Any],
     seed: int,
     splits: Mapping[str, str],
+    *,
     option: str = "env_kwargs",
     env_option: str = "env_id",
-) -> None:
+    names_checked: bool = False,
+) -> dict[str, Any]:
     """``joy_env.make(env_id, split=..., seed=seed, **env_kwargs)`` must work for every split a run reads
     (``splits`` maps the option naming a split, e.g. ``eval_split``, to its value): the env id, the
     ``env_kwargs`` names and values (a missing optional install included) and the splits, each failure one
-    line naming the option (``option`` and ``env_option``: how the caller names the two). The worlds built
-    here are the ones the run then uses (built once per process)."""
+    line naming the option (``option`` and ``env_option``: how the caller names the two). A trainer's config
+    has checked the ``env_kwargs`` names already (``names_checked``: not again). Returns the envs
+    built, by split (a run reads its task counts from them; the worlds behind them are built once per
+    process and shared by the envs the run makes later)."""
     check_env_id(env_id, env_option)
-    problem = env_kwargs_problem(env_id, env_kwargs, option)
+    problem = None if names_checked else env_kwargs_problem(env_id, env_kwargs, option)
     if problem:
         raise UsageError(problem)
+    envs: dict[str, Any] = {}
     for name, split in splits.items():
         try:
-            joy_env.make(env_id, split=split, seed=seed, **env_kwargs)
+            envs[split] = joy_env.make(env_id, split=split, seed=seed, **env_kwargs)
         except (ImportError, OSError) as exc:  # e.g. source="tau2" without its data installed
             raise UsageError(f"{option} {dict(env_kwargs)}: {exc}") from None
         except (TypeError, ValueError) as exc:
@@ -74,6 +79,7 @@ def check_env_options(
             if "split must be one of" in str(exc):
                 raise UsageError(f"{name} {split!r}: {what} has no such split ({exc})") from None
             raise UsageError(f"{what}: {exc}") from None
+    return envs
 
 
 def check_team_dir(team: Path, option: str) -> None:

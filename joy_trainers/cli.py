@@ -6,6 +6,7 @@
     joy-train --trainer joyagents_grpo --list-options     # every option with its default and documentation
     joy-train --trainer grpo --preset tiny --output-dir runs/g --resume      # continue a run after a crash
     joy-eval runs/sft-20261202-101500 --split test --tasks 200
+    joy-eval runs/sft-20261202-101500 --engine generate        # evaluate with another generation engine
     joy-train --trainer sft --preset tiny --set env_id=joy/ecommerce-v0 --set env_kwargs='{"source": "tau2"}'
     joy-eval runs/sft-20261202-101500 --env joy/ecommerce-v0 --env-kwargs '{"source": "tau2"}' --split test
 
@@ -31,11 +32,13 @@ import yaml
 
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
+from joy_agents.rollout import ENGINES
 from joy_trainers import available_trainers
+from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import check_env_options, check_team_dir, read_results
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import eval_limits, evaluate_team
-from joy_trainers.options import options_text
+from joy_trainers.options import options_text, rename_old_options
 from joy_trainers.rl.start import register_sft_run
 
 
@@ -52,9 +55,11 @@ def load_trainer(name: str) -> type:
         raise UsageError(f"unknown trainer {name!r}; installed trainers: {', '.join(sorted(trainers))}")
     module, _, attr = trainers[name].partition(":")
     cls = getattr(importlib.import_module(module), attr)
-    missing = [a for a in ("config_class", "train") if not hasattr(cls, a)]
-    if missing:
-        raise UsageError(f"trainer {name!r} ({trainers[name]}) lacks {missing}; see joy_trainers.Trainer")
+    if not (isinstance(cls, type) and issubclass(cls, BaseTrainer)):
+        raise UsageError(
+            f"trainer {name!r} ({trainers[name]}) is not a joy_trainers.base.BaseTrainer subclass; subclass it "
+            "(or joy_trainers.rl.RLTrainer) and write its run_training (or step)"
+        )
     return cls
 
 
@@ -106,9 +111,10 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
         if preset not in presets:
             raise UsageError(f"unknown preset {preset!r} for {trainer.name}; presets: {', '.join(presets) or 'none'}")
         values.update(presets[preset])
-    if config_file:
-        values.update(read_config_file(config_file))
-    values.update(parse_overrides(overrides))
+    cls = trainer.config_class
+    if config_file:  # each source's old option names renamed before it overrides the one before
+        values.update(rename_old_options(cls, read_config_file(config_file)))
+    values.update(rename_old_options(cls, parse_overrides(overrides)))
     try:
         return trainer.config_class.from_dict(values)
     except UsageError:
@@ -202,16 +208,15 @@ def _train(args: argparse.Namespace) -> None:
     config = build_config(trainer_cls, args.preset, args.config, overrides)
     trainer = trainer_cls(config)
     results = trainer.train()
-    run_dir = getattr(trainer, "run_dir", None) or getattr(getattr(trainer, "run", None), "path", None)
     if not results:  # not the main process
         return
-    if results.get("trainer") == "sft" and run_dir and isinstance(results.get("config"), dict):
-        register_sft_run(Path(run_dir), results["config"])  # RL presets with the same settings reuse its team
+    run_dir = trainer.run.path
+    if results.get("trainer") == "sft" and isinstance(results.get("config"), dict):
+        register_sft_run(run_dir, results["config"])  # RL presets with the same settings reuse its team
     print(
         json.dumps({k: results[k] for k in ("trainer", "env_id", "split", "wall_s", "metrics")}, indent=2, default=str)
     )
-    if run_dir:
-        print(f"run directory: {run_dir}")
+    print(f"run directory: {run_dir}")
 
 
 def eval_main(argv: list[str] | None = None) -> None:
@@ -225,6 +230,12 @@ def eval_main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--tasks", type=_positive, default=None, help="number of tasks (default: as in the run)")
     parser.add_argument("--env", default=None, help="env id (default: the run's)")
+    parser.add_argument(
+        "--engine",
+        default=None,
+        choices=ENGINES,
+        help="generation engine (default: the run's rollout_engine, else continuous)",
+    )
     parser.add_argument(
         "--env-kwargs",
         default=None,
@@ -270,7 +281,9 @@ def _evaluate(args: argparse.Namespace) -> None:
         env_kwargs = _json_object(args.env_kwargs, "--env-kwargs")
     else:
         env_kwargs = (cfg.get("env_kwargs") or {}) if env_id == run_env else {}
-    check_env_options(env_id, env_kwargs, data_seed_of(cfg), {"--split": args.split}, "--env-kwargs", "--env")
+    check_env_options(
+        env_id, env_kwargs, data_seed_of(cfg), {"--split": args.split}, option="--env-kwargs", env_option="--env"
+    )
     tasks = args.tasks or cfg.get("eval_tasks") or 200
     try:
         limits = eval_limits(cfg)  # the view the team was trained and evaluated on
@@ -283,15 +296,17 @@ def _evaluate(args: argparse.Namespace) -> None:
     memory = None
     if (run / "memory").is_dir():
         memory = {p.stem: MemoryBank.from_dict(json.loads(p.read_text())) for p in (run / "memory").glob("*.json")}
+    engine = args.engine or cfg.get("rollout_engine") or "continuous"
     metrics = evaluate_team(
         team,
         env_id,
         args.split,
         tasks,
-        data_seed_of(cfg),
-        limits.max_new_tokens,
-        limits.max_cycles,
-        limits.max_prompt_tokens,
+        seed=data_seed_of(cfg),
+        max_new_tokens=limits.max_new_tokens,
+        max_cycles=limits.max_cycles,
+        max_prompt_tokens=limits.max_prompt_tokens,
+        engine=engine,
         memory=memory,
         env_kwargs=env_kwargs,
     )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from joy_trainers import rl
-from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
+from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -44,7 +44,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_every": 3,
     }
 }
-PRESETS["smol"] = dict(SMOL_RL)  # SmolLM2-135M-Instruct (joy_trainers.sft.SMOL_RL)
+PRESETS["smol"] = dict(SMOL_RL)  # SmolLM2-135M-Instruct (joy_trainers.presets.SMOL_RL)
 
 
 class GRPOTrainer(rl.RLTrainer):

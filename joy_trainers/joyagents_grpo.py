@@ -35,11 +35,11 @@ from typing import Any, ClassVar
 
 from joy_agents.engine import sample_many
 from joy_agents.memory import MemoryConfig
-from joy_agents.policy import SamplingConfig
 from joy_agents.rollout import Branch
 from joy_trainers import rl
+from joy_trainers.generation import sampling_config
+from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 from joy_trainers.ranges import Range, positive, positive_int, share
-from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass
@@ -107,7 +107,7 @@ TINY_RL = {
 }
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": dict(TINY_RL)}
-PRESETS["smol"] = {**SMOL_RL, "max_nodes": 4}  # SmolLM2-135M-Instruct (joy_trainers.sft.SMOL_RL)
+PRESETS["smol"] = {**SMOL_RL, "max_nodes": 4}  # SmolLM2-135M-Instruct (joy_trainers.presets.SMOL_RL)
 
 
 class JoyAgentsGRPOTrainer(rl.RLTrainer):
@@ -165,9 +165,7 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
         engine = state.engine
         initial = engine.run(tasks, state.sampling(cfg.initial_temperature)) if tasks else []
         nodes = [n for t in initial for n in t.nodes[: cfg.max_nodes]]
-        explore = SamplingConfig(
-            temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, stop=("</answer>",)
-        )
+        explore = sampling_config(cfg.generation_limits(), cfg.temperature, cfg.top_p)
         # the G samples of every node, all roles in the same decode batches (each node's prompt prefilled once)
         samples = sample_many(
             state.team,

@@ -54,7 +54,7 @@ def policy_loss(
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
     loss_type: str = "grpo",
-    max_completion_length: int | None = None,
+    max_new_tokens: int | None = None,
     num_items: float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped surrogate loss of GRPO-style trainers and its statistics.
@@ -68,9 +68,9 @@ def policy_loss(
         beta: weight of the k3 KL penalty.
         epsilon / epsilon_high: ratio clipped to ``[1 - epsilon, 1 + epsilon_high]`` (default symmetric).
         loss_type: ``grpo`` (mean over each sequence's tokens, then over sequences), ``bnpo`` (mean over all
-            tokens of the batch), ``dr_grpo`` (sum over tokens / (B * max_completion_length)), ``dapo``
+            tokens of the batch), ``dr_grpo`` (sum over tokens / (B * max_new_tokens)), ``dapo``
             (sum over tokens / ``num_items``, the token count of the whole global batch).
-        max_completion_length: ``dr_grpo``'s constant (default ``T``).
+        max_new_tokens: ``dr_grpo``'s constant (default ``T``).
         num_items: ``dapo``'s normaliser (default: the tokens of this batch).
 
     Returns ``(loss, stats)`` with ``stats`` = ``policy_loss``, ``kl`` (mean per token), ``clip_fraction``
@@ -107,7 +107,7 @@ def policy_loss(
     elif loss_type == "bnpo":
         loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
     elif loss_type == "dr_grpo":
-        length = max_completion_length if max_completion_length is not None else per_token.size(1)
+        length = max_new_tokens if max_new_tokens is not None else per_token.size(1)
         loss = (per_token * mask).sum() / max(1, per_token.size(0) * length)
     else:  # dapo
         denom = mask.sum() if num_items is None else torch.as_tensor(num_items, dtype=logps.dtype)

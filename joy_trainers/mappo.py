@@ -32,8 +32,8 @@ import torch
 
 from joy_trainers import rl
 from joy_trainers.losses import gae, value_loss
+from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 from joy_trainers.ranges import Range, positive, positive_int, share
-from joy_trainers.sft import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass

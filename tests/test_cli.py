@@ -5,7 +5,8 @@ import pytest
 from joy_trainers import TRAINERS
 from joy_trainers.cli import build_config, load_trainer, train_main
 from joy_trainers.errors import UsageError
-from joy_trainers.sft import PRESETS, SFTConfig, SFTTrainer
+from joy_trainers.presets import SFT_PRESETS as PRESETS
+from joy_trainers.sft import SFTConfig, SFTTrainer
 
 
 def test_unknown_trainer_lists_installed_ones(capsys):
@@ -119,12 +120,16 @@ def test_field_docs_come_from_the_docstring_under_each_field_and_subclasses_win(
 
 
 def test_eval_limits_are_read_from_the_runs_saved_config():
-    from joy_trainers.evaluation import EvalLimits, eval_limits
+    from joy_trainers.evaluation import eval_limits
+    from joy_trainers.generation import GenerationLimits
 
-    sft = {"max_length": 512, "eval_max_new_tokens": 96, "eval_max_cycles": 12}
-    assert eval_limits(sft) == EvalLimits(96, 12, 416)  # prompts cut to max_length - eval_max_new_tokens
+    sft = {"max_length": 512, "max_new_tokens": 96, "eval_max_cycles": 12}
+    assert eval_limits(sft) == GenerationLimits(96, 12, 416)  # prompts cut to max_length - max_new_tokens
+    old_sft = {"max_length": 512, "eval_max_new_tokens": 96, "eval_max_cycles": 12}  # saved before the rename
+    assert eval_limits(old_sft) == GenerationLimits(96, 12, 416)
+    assert SFTConfig.from_dict(sft).generation_limits() == GenerationLimits(96, 12, 416)
     rl = {"max_new_tokens": 64, "max_cycles": 8, "max_prompt_tokens": 300}
-    assert eval_limits(rl) == EvalLimits(64, 8, 300)
+    assert eval_limits(rl) == GenerationLimits(64, 8, 300)
     with pytest.raises(ValueError, match="max_length"):
         eval_limits({"eval_max_new_tokens": 96})
 

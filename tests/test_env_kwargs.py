@@ -29,6 +29,8 @@ from joy_trainers.sft import SFTConfig, SFTTrainer
 
 GSM8K = {"source": "gsm8k", "path": str(Path(__file__).parent / "data" / "gsm8k_sample.jsonl")}
 TAU2 = {"source": "tau2"}
+LIMITS = {"seed": 0, "max_new_tokens": 8, "max_cycles": 2, "max_prompt_tokens": 256}
+"""Generation limits of the quick evaluations here."""
 
 
 def _gsm8k_env(split: str):
@@ -120,11 +122,11 @@ def test_sft_data_comes_from_the_env_kwargs_source():
 
 
 def test_evaluation_plays_the_env_kwargs_tasks(team):
-    metrics = evaluate_team(team, "joy/math-v0", "test", 5, 0, 8, 2, 256, env_kwargs=GSM8K)
+    metrics = evaluate_team(team, "joy/math-v0", "test", 5, **LIMITS, env_kwargs=GSM8K)
     # the GSM8K sample's test split holds one task (the generated math test split thousands)
     assert metrics["episodes"] == 1 and list(metrics["per_domain"]) == ["math"]
     assert set(metrics["per_domain"]["math"]["checks"]) == {"route", "calls", "db", "answer"}
-    assert evaluate_team(team, "joy/math-v0", "test", 2, 0, 8, 2, 256)["episodes"] == 2
+    assert evaluate_team(team, "joy/math-v0", "test", 2, **LIMITS)["episodes"] == 2
 
 
 def test_sft_run_records_env_kwargs_and_joy_eval_reads_them_back(tiny_dir, tmp_path, capsys):
@@ -138,7 +140,7 @@ def test_sft_run_records_env_kwargs_and_joy_eval_reads_them_back(tiny_dir, tmp_p
         max_length=160,
         eval_tasks=5,
         eval_baseline=False,
-        eval_max_new_tokens=8,
+        max_new_tokens=8,
         eval_max_cycles=2,
         output_dir=str(run),
     )
@@ -217,5 +219,5 @@ def test_tau2_sft_data_and_evaluation(tau2_data, team):
     ids = {ex.task_id for role in examples.values() for ex in role}
     train_ids = {f"tau2/retail/{i}" for i in tau2_data.splits["train"]}
     assert len(ids) == 3 and ids <= train_ids and examples["ecommerce"]
-    metrics = evaluate_team(team, "joy/ecommerce-v0", "test", 2, 0, 8, 2, 256, env_kwargs=TAU2)
+    metrics = evaluate_team(team, "joy/ecommerce-v0", "test", 2, **LIMITS, env_kwargs=TAU2)
     assert metrics["episodes"] == 2 and set(metrics["per_domain"]["ecommerce"]["checks"]) == {"db", "communicate"}

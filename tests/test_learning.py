@@ -23,7 +23,7 @@ def test_sft_teaches_the_untrained_tiny_model_to_write_well_formed_math_episodes
         batch_size=8,
         eval_tasks=10,
         eval_baseline=False,
-        eval_max_new_tokens=64,
+        max_new_tokens=64,
         eval_max_cycles=6,
         activation_checkpointing=False,
         output_dir=str(tmp_path / "run"),

@@ -513,8 +513,10 @@ def test_smollm2_shared_prefix_logprobs_equal_unshared(smol_dir):
 # ------------------------------------------------------------------------------------------ presets and metrics
 def test_rl_runs_on_smollm2_fine_tune_it_with_the_sft_smol_preset():
     from joy_trainers import grpo, joyagents_grpo, mappo
+    from joy_trainers.presets import SFT_PRESETS as PRESETS
+    from joy_trainers.presets import SMOL_MODEL
     from joy_trainers.rl import sft_team, tiny_sft_dir, tiny_sft_values
-    from joy_trainers.sft import PRESETS, SMOL_MODEL, SFTConfig
+    from joy_trainers.sft import SFTConfig
 
     smol = tiny_sft_values(SMOL_MODEL, 3, {"sft_tasks": 5})
     assert smol["model"] == SMOL_MODEL and smol["seed"] == 3 and smol["sft_tasks"] == 5

@@ -4,6 +4,7 @@ from the place it was imported from, under both spellings (``from M import X`` a
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -82,7 +83,6 @@ PUBLIC = {
         "setup",
         "sft_team",
         "shard",
-        "step_row",
         "tiny_sft_dir",
         "tiny_sft_values",
         "trajectory_groups",
@@ -93,23 +93,28 @@ PUBLIC = {
     ],
     "joy_trainers.sft": [
         "LOSSES",
-        "PRESETS",
         "SFTConfig",
         "SFTTrainer",
-        "TINY_MAX_PROMPT_TOKENS",
         "bucketed_order",
         "collate_left",
         "collate_shared_prefix",
         "completion_loss",
-        "evaluate_team",
         "prefix_groups",
         "prefix_sharing_supported",
         "resolve_model",
-        "results_table",
         "sft_rows",
-        "shared_prefix_length",
         "write_run",
     ],
+    "joy_trainers.presets": [
+        "AUTO_SFT_PRESETS",
+        "SFT_PRESETS",
+        "SMOL_MODEL",
+        "SMOL_RL",
+        "TINY_MAX_PROMPT_TOKENS",
+    ],
+    "joy_trainers.run_config": ["RunConfig"],
+    "joy_trainers.generation": ["GenerationLimits", "rollout_config", "sampling_config"],
+    "joy_trainers.evaluation": ["eval_limits", "evaluate_config", "evaluate_team", "sft_limits"],
     "joy_trainers.losses": ["LOSS_TYPES", "gae", "group_advantages", "kl_k3", "policy_loss", "value_loss"],
     "joy_trainers.cli": ["build_config", "eval_main", "load_trainer", "parse_overrides", "train_main"],
     "joy_trainers.grpo": ["GRPOConfig", "GRPOTrainer", "PRESETS"],
@@ -158,16 +163,19 @@ def test_rl_submodules_and_the_package_hold_the_same_objects():
 
     assert rl.policy_update is update.policy_update and rl.Group is groups.Group
     assert rl.save_checkpoint is checkpoints.save_checkpoint and rl.run_steps is loop.run_steps
-    assert rl.step_row is metrics.step_row and set(rl.__all__) >= set(PUBLIC["joy_trainers.rl"])
+    assert rl.metrics_row is metrics.metrics_row and set(rl.__all__) >= set(PUBLIC["joy_trainers.rl"])
     for name in rl.__all__:
         assert hasattr(rl, name), name
 
 
-def test_evaluation_and_run_writing_live_outside_sft_and_are_reexported_there():
-    from joy_trainers import evaluation, rundir, sft
+def test_no_compatibility_shims_and_no_rl_trainer_imports_the_sft_module():
+    from joy_trainers import rl, sft
+    from joy_trainers.rl import start
 
-    assert sft.evaluate_team is evaluation.evaluate_team
-    assert sft.results_table is rundir.results_table
+    assert not hasattr(rl, "step_row") and not hasattr(sft, "results_table") and not hasattr(start, "_legacy_dir")
+    for name in ("grpo", "joyagents_grpo", "mappo"):
+        path = Path(__file__).parent.parent / "joy_trainers" / f"{name}.py"
+        assert "joy_trainers.sft" not in set(_imports(path)), f"{name}.py imports the sft module (presets: presets.py)"
 
 
 def _imports(path):

@@ -25,7 +25,7 @@ def _sft_like_run(tiny_dir, run: Path) -> None:
 
     shutil.copytree(tiny_dir, run / "base")
     TeamPolicy(TeamConfig(model=str(run / "base"), lora_r=2, lora_alpha=4)).save(str(run / "team"))
-    config = {"max_length": 160, "eval_max_new_tokens": 8, "eval_max_cycles": 2, "seed": 0, "eval_tasks": 1}
+    config = {"max_length": 160, "max_new_tokens": 8, "eval_max_cycles": 2, "seed": 0, "eval_tasks": 1}
     (run / "results.json").write_text(json.dumps({"trainer": "sft", "env_id": "joy/math-v0", "config": config}))
 
 

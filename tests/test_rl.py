@@ -78,14 +78,15 @@ def test_config_validation_names_the_problem(sft_run, tmp_path):
 
 def test_partial_credit_shapes_training_rollouts_only(sft_run, tmp_path, monkeypatch):
     import joy_trainers.rl.loop as loop
+    from joy_trainers import evaluation
     from joy_trainers.rundir import RunDir
 
     cfg = _cfg(GRPOConfig, sft_run, tmp_path / "run", partial_credit=0.5, eval_tasks=1)
     state = loop.prepare(RunDir(cfg.output_dir, "grpo"), cfg, None)
     assert state.engine.prototype.reward_config.partial_credit == 0.5
-    assert state.engine.env_kwargs.keys() == {"reward_config"} and cfg.env_kwargs == {}
+    assert state.engine.env_kwargs == {} and cfg.env_kwargs == {}  # the reward settings travel on their own
     seen = []
-    monkeypatch.setattr(loop, "evaluate_team", lambda *a, **k: seen.append(k["env_kwargs"]) or {})
+    monkeypatch.setattr(evaluation, "evaluate_team", lambda *a, **k: seen.append(k["env_kwargs"]) or {})
     loop.evaluate(state)  # the evaluation builds its env with the run's own options: the default reward
     assert seen == [{}]
     for bad in (1.5, -0.1, True):

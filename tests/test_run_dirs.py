@@ -198,7 +198,7 @@ def _sft_like_run(tiny_dir, run: Path) -> None:
 
     shutil.copytree(tiny_dir, run / "base")
     TeamPolicy(TeamConfig(model=str(run / "base"), lora_r=2, lora_alpha=4)).save(str(run / "team"))
-    config = {"max_length": 160, "eval_max_new_tokens": 8, "eval_max_cycles": 2, "seed": 0, "eval_tasks": 1}
+    config = {"max_length": 160, "max_new_tokens": 8, "eval_max_cycles": 2, "seed": 0, "eval_tasks": 1}
     results = {"trainer": "sft", "env_id": "joy/math-v0", "config": config}
     (run / "results.json").write_text(json.dumps(results))
 
@@ -359,8 +359,8 @@ def test_two_processes_needing_the_same_cached_sft_team_train_it_once(tmp_path, 
 
 
 def test_the_sft_cache_key_ignores_evaluation_options():
+    from joy_trainers.presets import SFT_PRESETS as PRESETS
     from joy_trainers.rl.start import sft_cache_key, tiny_sft_values
-    from joy_trainers.sft import PRESETS
 
     rl_values = tiny_sft_values(PRESETS["tiny"]["model"], 0)  # what an RL preset asks for: no evaluation
     user_run = {**PRESETS["tiny"], "output_dir": "runs/sft-1", "eval_tasks": 100, "overwrite": True}

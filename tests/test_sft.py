@@ -182,7 +182,7 @@ def test_shared_prefix_gives_the_loss_and_gradients_of_whole_rows(tiny_dir, adap
 
 
 def test_shared_prefix_length_stops_before_the_first_label_and_the_last_token():
-    from joy_trainers.sft import collate_shared_prefix, shared_prefix_length
+    from joy_trainers.sft_batches import collate_shared_prefix, shared_prefix_length
 
     batch = _prefix_batch()
     assert shared_prefix_length(batch) == 40  # the prompts then differ

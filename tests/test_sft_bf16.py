@@ -206,7 +206,9 @@ def test_evaluation_in_bf16_reports_the_float32_metrics(bf16_sft_run):
     results = {}
     for dtype in ("bfloat16", "float32"):
         team = TeamPolicy.load(f"{bf16_sft_run}/team", dtype=dtype)
-        results[dtype] = evaluate_team(team, "joy/math-v0", "test", 4, 0, 12, 3, 256)
+        results[dtype] = evaluate_team(
+            team, "joy/math-v0", "test", 4, seed=0, max_new_tokens=12, max_cycles=3, max_prompt_tokens=256
+        )
     for key in ("episodes", "success_rate"):
         assert results["bfloat16"][key] == results["float32"][key]
     assert results["bfloat16"]["generated_tokens"] > 0

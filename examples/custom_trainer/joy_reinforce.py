@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from joy_trainers import rl
-from joy_trainers.sft import TINY_MAX_PROMPT_TOKENS
+from joy_trainers.presets import TINY_MAX_PROMPT_TOKENS
 
 
 @dataclass

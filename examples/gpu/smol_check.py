@@ -68,7 +68,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "budget_s": 100.0,
         "eval_tasks": 6,
         "max_rl_steps": 2,
-        "sft": {"sft_tasks": 8, "eval_max_new_tokens": 16, "eval_max_cycles": 4, "max_length": 512},
+        "sft": {"sft_tasks": 8, "max_new_tokens": 16, "eval_max_cycles": 4, "max_length": 512},
         "rl": {"tasks_per_step": 2, "group_size": 2, "max_nodes": 2, "micro_batch_size": 8},
     },
 }
@@ -288,16 +288,13 @@ def evaluate(
     env_kwargs: dict[str, Any],
     memory: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Greedy episodes of ``team`` on tasks ``0..tasks-1`` of ``split`` under ``limits`` (an ``EvalLimits``):
-    the metrics, each episode's task id, success and reward in task order, wall seconds and tokens/s."""
-    from joy_agents.policy import SamplingConfig
-    from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
+    """Greedy episodes of ``team`` on tasks ``0..tasks-1`` of ``split`` under ``limits`` (a
+    ``GenerationLimits``): the metrics, each episode's task id, success and reward in task order, wall seconds
+    and tokens/s."""
+    from joy_agents.rollout import RolloutEngine, summarize
+    from joy_trainers.generation import rollout_config
 
-    config = RolloutConfig(
-        sampling=SamplingConfig(temperature=0.0, max_new_tokens=limits.max_new_tokens, stop=("</answer>",)),
-        max_cycles=limits.max_cycles,
-        max_prompt_tokens=limits.max_prompt_tokens,
-    )
+    config = rollout_config(limits)
     engine = RolloutEngine(team, env_id, split, seed, config, memory=memory, env_kwargs=env_kwargs)
     start = time.perf_counter()
     trajectories = engine.run(list(range(tasks)))
@@ -376,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from joy_trainers.evaluation import eval_limits
     from joy_trainers.joyagents_grpo import PRESETS as RL_PRESETS
     from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
-    from joy_trainers.sft import PRESETS as SFT_PRESETS
+    from joy_trainers.presets import SFT_PRESETS
     from joy_trainers.sft import SFTConfig, SFTTrainer, resolve_model
 
     cuda = torch.cuda.is_available()

@@ -19,12 +19,13 @@ module                                 names
                                        ``save_tensors`` / ``load_tensors`` (tensor files that load
                                        without unpickling code)
 :mod:`~joy_trainers.rl.metrics`        ``StepOutput``, ``metrics_row``, ``MetricsLog``, ``Timer``,
-                                       ``plot_rewards`` (``step_row``: the older positional form)
+                                       ``plot_rewards``
 :mod:`~joy_trainers.rl.loop`           ``prepare``, ``resume_or_evaluate``, ``setup``, ``run_steps``,
                                        ``evaluate``, ``finish``
 :mod:`~joy_trainers.rl.state`          ``RunState``
 :mod:`~joy_trainers.rl.start`          ``sft_team``, ``tiny_sft_values``, ``tiny_sft_dir``: the team a run
-                                       starts from (``bring_team``: its copy in the run directory)
+                                       starts from (``bring_team``: its copy in the run directory;
+                                       ``auto_sft_overrides``: what the automatic SFT run takes from it)
 :mod:`~joy_trainers.rl.resume_config`  ``check_resume_config``, ``write_config``: the options ``--resume``
                                        may change (``RLConfig.RESUME_SAFE``)
 =====================================  ===================================================================
@@ -57,7 +58,7 @@ from joy_trainers.rl.groups import (
     trajectory_groups,
 )
 from joy_trainers.rl.loop import evaluate, finish, prepare, resume_or_evaluate, run_steps, setup
-from joy_trainers.rl.metrics import MetricsLog, StepOutput, Timer, metrics_row, plot_rewards, step_row
+from joy_trainers.rl.metrics import MetricsLog, StepOutput, Timer, metrics_row, plot_rewards
 from joy_trainers.rl.start import sft_team, tiny_sft_dir, tiny_sft_values
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.trainer import RLTrainer
@@ -111,7 +112,6 @@ __all__ = [
     "setup",
     "sft_team",
     "shard",
-    "step_row",
     "tiny_sft_dir",
     "tiny_sft_values",
     "trajectory_groups",

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import joy_env
-from joy_trainers.checks import env_kwargs_problem
+from joy_trainers.generation import GenerationLimits
 from joy_trainers.losses import LOSS_TYPES
-from joy_trainers.options import config_from_dict
-from joy_trainers.ranges import Range, check_ranges, count, positive, positive_int, share
+from joy_trainers.ranges import Range, count, positive, positive_int, share
+from joy_trainers.run_config import RunConfig
 
 
 @dataclass
-class RLConfig:
-    """Options every RL trainer shares (one line per field); the paper's values for Qwen2.5-3B are noted."""
+class RLConfig(RunConfig):
+    """Options every RL trainer shares (one line per field; those of every trainer in
+    :class:`~joy_trainers.run_config.RunConfig`); the paper's values for Qwen2.5-3B are noted."""
 
     model: str = "tiny-base"
     """Base model of the team: the embedded ``tiny-base`` (or ``tiny``, ``tiny-small``) is fine-tuned
@@ -29,8 +29,8 @@ class RLConfig:
     """Environment of training and evaluation."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Task-source options of the environment (``joy_env.make``), in training and evaluation, e.g.
-    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0``; the automatic tiny SFT run takes its own from
-    ``sft_overrides``."""
+    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0``; the automatic SFT run gets them too (unless
+    ``sft_overrides`` sets its own)."""
     seed: int = 0
     """Seed of the RL run: the order of training tasks, sampling and initialisation. Vary it to repeat a run."""
     data_seed: int = 0
@@ -79,10 +79,6 @@ class RLConfig:
     max_prompt_tokens: int = 3072
     """Longer prompts leave out their oldest turns, never the system prompt, the tools or the request
     (``prompts/truncated`` counts them)."""
-    eval_tasks: int = 200
-    """Test tasks evaluated before and after (0: skip)."""
-    eval_split: str = "test"
-    """Split evaluated."""
     eval_baseline: bool = True
     """Evaluate the starting team too (``baseline_metrics``); off when a caller evaluates it once for many runs."""
     token_budget: int = 0
@@ -92,15 +88,11 @@ class RLConfig:
     """Steps between checkpoints (and at the end of every iteration)."""
     resume: bool = False
     """Continue the run in ``output_dir`` from its newest complete checkpoint (``--resume``)."""
-    overwrite: bool = False
-    """Replace a run already in ``output_dir``: remove the files the project wrote there (``--overwrite``)."""
-    output_dir: str | None = None
-    """Run directory; default ``runs/<trainer>-<timestamp>``."""
     log_with: str | None = None
     """An Accelerate tracker (e.g. ``tensorboard``) mirroring the JSONL metrics."""
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "seed": count(),
+        **RunConfig.RANGES,
         "data_seed": count(),
         "iterations": positive_int(),
         "steps_per_iteration": positive_int(),
@@ -116,10 +108,8 @@ class RLConfig:
         "beta": Range(0),
         "micro_batch_size": positive_int(),
         "max_grad_norm": positive(),
-        "max_new_tokens": positive_int(),
         "max_cycles": positive_int(),
         "max_prompt_tokens": positive_int(),
-        "eval_tasks": count(),
         "token_budget": count(),
         "checkpoint_every": positive_int(),
     }
@@ -142,19 +132,13 @@ class RLConfig:
     already run mean, and a resume that changes it is refused."""
 
     def __post_init__(self) -> None:
-        check_ranges(self)
+        super().__post_init__()
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
-        if self.eval_split not in joy_env.SPLITS:
-            raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
-        problem = env_kwargs_problem(self.env_id, self.env_kwargs)
-        if problem:
-            raise ValueError(problem)
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> Any:
-        """Build from a dict (YAML, ``--set``), rejecting unknown names and values of the wrong type."""
-        return config_from_dict(cls, values)
+    def generation_limits(self) -> GenerationLimits:
+        """The limits of the rollouts and evaluations: ``max_new_tokens``, ``max_cycles``, ``max_prompt_tokens``."""
+        return GenerationLimits(self.max_new_tokens, self.max_cycles, self.max_prompt_tokens)
 
     @property
     def total_steps(self) -> int:

@@ -31,11 +31,12 @@ from tqdm.auto import tqdm
 import joy_env
 from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
-from joy_agents.rollout import RolloutConfig, RolloutEngine
+from joy_agents.rollout import RolloutEngine
 from joy_agents.sft_data import split_train_tasks
 from joy_trainers.checks import check_env_options, check_sft_run, sft_env_mismatch
 from joy_trainers.errors import UsageError
-from joy_trainers.evaluation import evaluate_team
+from joy_trainers.evaluation import evaluate_config
+from joy_trainers.generation import rollout_config
 from joy_trainers.rl.checkpoints import (
     CheckpointData,
     CheckpointError,
@@ -45,16 +46,17 @@ from joy_trainers.rl.checkpoints import (
     read_checkpoint,
     restore_rng,
 )
+from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import all_gather_objects, barrier, world
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
 from joy_trainers.rl.resume_config import check_resume_config, write_config
-from joy_trainers.rl.start import START_TEAM, bring_team, sft_team
+from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, sft_team
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
-from joy_trainers.rundir import RunDir, write_results
+from joy_trainers.rundir import RunDir, run_results, write_results
 
 
-def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
+def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState:
     """Check the inputs and claim the run directory (before any long work), then Accelerate, the starting
     team, optimisers, memory banks, the engine and the metrics log (step 0)."""
     from accelerate import Accelerator  # imported here: it costs over a second, and only training needs it
@@ -68,15 +70,13 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
         try:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
-            check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits)
+            check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
             if not carried:
                 check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
                 mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
                 if mismatch:
                     print(f"[rl] warning: {mismatch}")
-            removed = run.claim(resume=cfg.resume, overwrite=getattr(cfg, "overwrite", False))
-            if removed:
-                print(f"[rl] --overwrite: removed {', '.join(removed)} from {run.path}")
+            run.claim_and_report("rl", resume=cfg.resume, overwrite=cfg.overwrite)
             if cfg.resume:
                 changed = check_resume_config(run.path, cfg, bool(checkpoint_steps(run.checkpoints)))
                 if changed:
@@ -91,7 +91,7 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
     random.seed(cfg.seed + rank)
     torch.manual_seed(cfg.seed + rank)
     if not carried:
-        team_dir = sft_team(cfg.sft_run, cfg.model, cfg.data_seed, getattr(cfg, "sft_overrides", None))
+        team_dir = sft_team(cfg.sft_run, cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
         if rank == 0:
             bring_team(team_dir, run.path)
         barrier()
@@ -103,10 +103,11 @@ def prepare(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
         cfg.env_id,
         "train",
         cfg.data_seed,
-        RolloutConfig(max_prompt_tokens=cfg.max_prompt_tokens, keep_snapshots=True, max_cycles=cfg.max_cycles),
+        rollout_config(cfg.generation_limits(), engine=cfg.rollout_engine, keep_snapshots=True),
         progress=False,
         memory=banks,
-        env_kwargs={**cfg.env_kwargs, "reward_config": joy_env.RewardConfig(partial_credit=cfg.partial_credit)},
+        env_kwargs=cfg.env_kwargs,
+        reward_config=joy_env.RewardConfig(partial_credit=cfg.partial_credit),
     )
     _, rl_indices = split_train_tasks(engine.prototype.num_tasks, 0.5, cfg.data_seed)
     random.Random(f"rl-order/{cfg.seed}").shuffle(rl_indices)
@@ -228,14 +229,14 @@ def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path]
     if size > 1:
         state.baseline = all_gather_objects(state.baseline)[0]
     if rank == 0:
-        if getattr(cfg, "token_budget", 0):
+        if cfg.token_budget:
             total, initial, unit = cfg.token_budget, min(state.tokens_total, cfg.token_budget), "tok"
         else:
             total, initial, unit = cfg.total_steps, state.step, "step"
         state.bar = tqdm(total=total, initial=initial, desc=run.path.name, unit=unit)
 
 
-def setup(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
+def setup(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState:
     """:func:`prepare`, then :func:`resume_or_evaluate`: a state ready for :func:`run_steps`."""
     state = prepare(run, cfg, memory)
     resume_or_evaluate(run, state)
@@ -245,19 +246,8 @@ def setup(run: RunDir, cfg: Any, memory: MemoryConfig | None) -> RunState:
 def evaluate(state: RunState, with_memory: bool = True) -> dict[str, Any]:
     """Greedy metrics of the current team on the first ``eval_tasks`` tasks of ``eval_split`` (memory is read,
     never written)."""
-    cfg = state.config
-    return evaluate_team(
-        state.team,
-        cfg.env_id,
-        cfg.eval_split,
-        cfg.eval_tasks,
-        cfg.data_seed,
-        cfg.max_new_tokens,
-        cfg.max_cycles,
-        cfg.max_prompt_tokens,
-        memory=state.banks if with_memory else None,
-        env_kwargs=cfg.env_kwargs,
-    )
+    memory = state.banks if with_memory else None
+    return evaluate_config(state.team, state.config, seed=state.config.data_seed, memory=memory)
 
 
 def run_steps(
@@ -309,7 +299,7 @@ def _run_steps(
     stop: list[bool],
 ) -> None:
     cfg = state.config
-    budget = getattr(cfg, "token_budget", 0)
+    budget = cfg.token_budget
     for step in range(state.step, cfg.total_steps):
         if budget and state.tokens_total >= budget:
             break
@@ -348,20 +338,17 @@ def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:
         for role, bank in state.banks.items():
             (run.path / "memory").mkdir(exist_ok=True)
             (run.path / "memory" / f"{role}.json").write_text(json.dumps(bank.to_dict()))
-        results = {
-            "trainer": trainer,
-            "env_id": cfg.env_id,
-            "split": cfg.eval_split,
-            "seed": cfg.seed,
-            "data_seed": cfg.data_seed,
-            "model": cfg.model,
-            "steps": state.step,
-            "generated_tokens": state.tokens_total,
-            "wall_s": state.wall,
-            "metrics": metrics,
-            "baseline_metrics": state.baseline,
-            "config": {k: v for k, v in vars(cfg).items()},
-        }
+        results = run_results(
+            trainer,
+            cfg,
+            data_seed=cfg.data_seed,
+            model=cfg.model,
+            steps=state.step,
+            generated_tokens=state.tokens_total,
+            wall_s=state.wall,
+            metrics=metrics,
+            baseline_metrics=state.baseline,
+        )
         write_results(run.path, results)
         plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
         if cfg.log_with:

@@ -181,24 +181,6 @@ def metrics_row(state: RunState, step: int, out: StepOutput) -> dict[str, Any]:
     return row
 
 
-def step_row(
-    step: int,
-    cfg: Any,
-    groups: Sequence[Group],
-    selected: Sequence[Group],
-    trajectories: Sequence[Any],
-    continuations: Sequence[Any],
-    update_stats: dict[str, Any],
-    memory_stats: dict[str, Any],
-    timer: Timer,
-    state: RunState,
-) -> dict[str, Any]:
-    """The positional form of :func:`metrics_row` kept for plugins written before :class:`StepOutput`
-    (``cfg`` is ``state.config``)."""
-    out = StepOutput(trajectories, groups, selected, continuations, update_stats, memory_stats, timer)
-    return metrics_row(state, step, out)
-
-
 def plot_rewards(path: Path, rows: Sequence[dict[str, Any]], results: dict[str, Any]) -> None:
     """Training reward and success per step, with the test success before and after as lines."""
     import matplotlib  # imported here: plotting is the only use, and it costs import time

@@ -34,15 +34,18 @@ from joy_agents.tiny import (
 )
 from joy_trainers.checks import check_sft_run, read_results
 from joy_trainers.errors import UsageError
+from joy_trainers.presets import AUTO_SFT_PRESETS, SFT_PRESETS
+from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import barrier, world
-from joy_trainers.sft import AUTO_SFT_PRESETS, SFTConfig, SFTTrainer
-from joy_trainers.sft import PRESETS as SFT_PRESETS
+from joy_trainers.sft import SFTConfig, SFTTrainer
 
 EVALUATION_OPTIONS = (
     "eval_tasks",
     "eval_split",
+    "max_new_tokens",
     "eval_max_new_tokens",
     "eval_max_cycles",
+    "rollout_engine",
     "eval_baseline",
     "baseline_tasks",
     "output_dir",
@@ -66,12 +69,16 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
     values = tiny_sft_values(model, seed, sft_overrides)
     run = tiny_sft_dir(model, seed, sft_overrides)
     if world()[0] == 0 and not _complete(run):
-        legacy = _legacy_dir(values)
-        if _complete(legacy):
-            return legacy / "team"
         _build(run, values)
     barrier()
     return run / "team"
+
+
+def auto_sft_overrides(cfg: RLConfig) -> dict[str, Any]:
+    """The options of the automatic SFT run that come from the RL run ``cfg``: its env, its env's options and
+    its generation engine, then ``cfg.sft_overrides`` (which win)."""
+    inherited = {"env_id": cfg.env_id, "env_kwargs": dict(cfg.env_kwargs), "rollout_engine": cfg.rollout_engine}
+    return {**inherited, **cfg.sft_overrides}
 
 
 def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -161,14 +168,6 @@ def _link_or_copy(source: str, dest: str) -> None:
 
 def _complete(run: Path) -> bool:
     return (run / "team" / "team.json").is_file()
-
-
-def _legacy_dir(values: dict[str, Any]) -> Path:
-    """Where releases before the key above cached the same team (reused if it is there)."""
-    key = {**values, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
-    if key["model"] == "tiny-base":
-        key["tiny_base"] = _tiny_base_digest()
-    return default_cache_dir() / f"sft-{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}"
 
 
 def _registered_run(key: str) -> Path | None:

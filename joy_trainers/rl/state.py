@@ -11,6 +11,8 @@ from typing import Any
 import torch
 
 from joy_agents.policy import SamplingConfig
+from joy_trainers.generation import sampling_config
+from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import world
 from joy_trainers.rl.metrics import MetricsLog
 from joy_trainers.rl.update import ReferencePolicy
@@ -20,7 +22,7 @@ from joy_trainers.rl.update import ReferencePolicy
 class RunState:
     """Everything a training loop carries from step to step."""
 
-    config: Any
+    config: RLConfig
     team: Any
     optimizers: dict[str, torch.optim.Optimizer]
     banks: dict[str, Any]
@@ -51,7 +53,7 @@ class RunState:
 
     def sampling(self, temperature: float) -> SamplingConfig:
         """Sampling of whole turns at ``temperature`` (0: greedy) with the run's token cap."""
-        return SamplingConfig(temperature=temperature, max_new_tokens=self.config.max_new_tokens, stop=("</answer>",))
+        return sampling_config(self.config.generation_limits(), temperature)
 
     def progress(self, row: dict[str, Any]) -> None:
         """Advance the progress bar by one step's row (its reward shown with it); the last step closes the bar,
@@ -59,7 +61,7 @@ class RunState:
         if self.bar is None:
             return
         # with a token budget the bar counts generated tokens (the steps needed are not known ahead)
-        n = row["charts/tokens_generated"] if getattr(self.config, "token_budget", 0) else 1
+        n = row["charts/tokens_generated"] if self.config.token_budget else 1
         self.bar.set_postfix(reward=f"{row['charts/reward_mean']:.3f}", selected=row["groups/selected"], refresh=False)
         if self.bar.n + n >= self.bar.total:
             self.bar.n += n

@@ -36,42 +36,34 @@ from pathlib import Path
 from typing import Any
 
 from joy_agents.memory import MemoryConfig
+from joy_trainers.base import BaseTrainer
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import shard
 from joy_trainers.rl.loop import finish, prepare, resume_or_evaluate, run_steps
 from joy_trainers.rl.metrics import StepOutput, Timer, metrics_row
 from joy_trainers.rl.state import RunState
-from joy_trainers.rundir import RunDir
 
 
-class RLTrainer:
-    """The shared skeleton of an RL trainer (see the module documentation); subclasses write :meth:`step`."""
+class RLTrainer(BaseTrainer):
+    """The shared skeleton of an RL trainer (see the module documentation); subclasses write :meth:`step`.
+    The run directory and ``train()`` (which releases the directory's lock) are
+    :class:`~joy_trainers.base.BaseTrainer`'s."""
 
-    name: str = ""
-    """The trainer's name (``joy-train --trainer NAME``)."""
     config_class: type = RLConfig
     """Its Config dataclass (extends :class:`~joy_trainers.rl.RLConfig`)."""
-    presets: dict[str, dict[str, Any]] = {}
-    """Named sets of config values (``joy-train --preset NAME``)."""
     refresh_reference: bool = True
     """Copy the current weights into the KL reference policy at the start of every RL iteration."""
+    config: RLConfig
 
-    def __init__(self, config: Any) -> None:
-        self.config = config
-        self.run = RunDir(config.output_dir, self.name)
-
-    def train(self) -> dict[str, Any]:
+    def run_training(self) -> dict[str, Any]:
         """Run every step, evaluate and write the run directory; returns ``results.json``'s contents (an empty
         dict on processes other than the main one)."""
-        try:
-            state = prepare(self.run, self.config, self.memory_config())
-            self.init_state(state)
-            resume_or_evaluate(self.run, state, load_extra=self.load_extra)
-            state.save_extra = self.save_extra
-            run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference)
-            return finish(self.run, state, self.name)
-        finally:
-            self.run.release()  # the run directory's lock (held by the main process since prepare)
+        state = prepare(self.run, self.config, self.memory_config())  # claims the run directory
+        self.init_state(state)
+        resume_or_evaluate(self.run, state, load_extra=self.load_extra)
+        state.save_extra = self.save_extra
+        run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference)
+        return finish(self.run, state, self.name)
 
     def run_step(self, state: RunState, step: int) -> dict[str, Any]:
         """One step: this process's share of the step's tasks, :meth:`step`, and its metrics row."""

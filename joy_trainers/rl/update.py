@@ -54,7 +54,8 @@ class UpdateConfig:
     epsilon_high: float | None = None
     beta: float = 0.0
     temperature: float = 1.0
-    max_completion_length: int = 128
+    max_new_tokens: int = 128
+    """Cap of generated tokens per turn (``dr_grpo``'s normalising constant)."""
     micro_batch_size: int = 16
     max_grad_norm: float = 1.0
 
@@ -94,7 +95,7 @@ def policy_update(
         return stats
     for p in params:
         p.grad = None
-    width_all = cfg.max_completion_length
+    width_all = cfg.max_new_tokens
     # micro-batches keep the rows of one prompt (a GRPO group) together: team.logprobs runs a prompt once for
     # all its completions (TeamConfig.share_prefix); the loss does not depend on how rows are batched
     for chunk in prompt_batches(rows, cfg.micro_batch_size):
@@ -122,7 +123,7 @@ def policy_update(
             epsilon=cfg.epsilon,
             epsilon_high=cfg.epsilon_high,
             loss_type=cfg.loss_type,
-            max_completion_length=width_all,
+            max_new_tokens=width_all,
             num_items=n_tok,
         )
         tokens = float(mask.sum())
@@ -158,7 +159,7 @@ def make_optimizers(team: Any, lr: float, weight_decay: float = 0.0) -> dict[str
     return {r: torch.optim.AdamW(team.trainable_parameters(r), lr=lr, weight_decay=weight_decay) for r in team.roles}
 
 
-def update_selected(state: RunState, selected: Sequence[Group], cfg: Any) -> dict[str, Any]:
+def update_selected(state: RunState, selected: Sequence[Group], cfg: RLConfig) -> dict[str, Any]:
     """Advantages of the selected groups, then ``update_epochs`` passes of one :func:`policy_update` per role
     owning one of them (the same roles in the same order on every process); the last pass's statistics."""
     per_role: dict[str, list[tuple[Any, float]]] = {}
@@ -172,7 +173,7 @@ def update_selected(state: RunState, selected: Sequence[Group], cfg: Any) -> dic
                 per_role.setdefault(g.role, []).append((s, a))
     ucfg = update_config(cfg)
     stats: dict[str, Any] = {}
-    for _ in range(getattr(cfg, "update_epochs", 1)):  # later passes: the clipped ratio bounds the change
+    for _ in range(cfg.update_epochs):  # later passes: the clipped ratio bounds the change
         stats = update_roles(state, per_role, ucfg, state.reference)
     return stats
 
@@ -185,7 +186,7 @@ def update_config(cfg: RLConfig, beta: float | None = None) -> UpdateConfig:
         epsilon_high=cfg.epsilon_high,
         beta=cfg.beta if beta is None else beta,
         temperature=cfg.temperature,
-        max_completion_length=cfg.max_new_tokens,
+        max_new_tokens=cfg.max_new_tokens,
         micro_batch_size=cfg.micro_batch_size,
         max_grad_norm=cfg.max_grad_norm,
     )

@@ -1,0 +1,78 @@
+"""``RunConfig``: the options every trainer shares (the base model, the environment, the evaluation, the
+generation settings and the run directory); ``SFTConfig`` and ``RLConfig`` extend it, and so does a plugin's
+Config. Its checks run once, in ``__post_init__``, before a subclass's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import joy_env
+from joy_agents.rollout import ENGINES
+from joy_trainers.checks import env_kwargs_problem
+from joy_trainers.generation import GenerationLimits
+from joy_trainers.options import config_from_dict
+from joy_trainers.ranges import Range, check_ranges, count, positive_int
+
+
+@dataclass
+class RunConfig:
+    """Options every trainer shares (one line per field); a trainer's Config dataclass extends it."""
+
+    model: str = "tiny-base"
+    """Base model of the team (a trainer documents the names it accepts)."""
+    env_id: str = "joy/mixed-v0"
+    """Environment of training and evaluation."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Task-source options of the environment (``joy_env.make``), in training and evaluation, e.g.
+    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0``."""
+    seed: int = 0
+    """Seed of the run."""
+    eval_tasks: int = 200
+    """Test tasks evaluated before and after training (0: skip evaluation)."""
+    eval_split: str = "test"
+    """Split evaluated."""
+    eval_baseline: bool = True
+    """Also evaluate the starting team (``baseline_metrics``)."""
+    max_new_tokens: int = 128
+    """Cap of generated tokens per agent turn."""
+    rollout_engine: str = "continuous"
+    """Generation engine of the rollouts and of every evaluation (``joy_agents.rollout.RolloutConfig.engine``):
+    ``continuous`` (every live episode's turn in one decode batch), ``generate`` (one ``generate`` call per role
+    per step) or ``vllm`` (needs vLLM and a team of LoRA adapters)."""
+    output_dir: str | None = None
+    """Run directory; default ``runs/<trainer>-<timestamp>``."""
+    overwrite: bool = False
+    """Replace a run already in ``output_dir``: remove the files the project wrote there (``--overwrite``)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "seed": count(),
+        "eval_tasks": count(),
+        "max_new_tokens": positive_int(),
+    }
+    """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""
+    RENAMED: ClassVar[dict[str, str]] = {}
+    """Old option names still read (for one release) by :meth:`from_dict`, with their new names."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+        if self.eval_split not in joy_env.SPLITS:
+            raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+        problem = env_kwargs_problem(self.env_id, self.env_kwargs)
+        if problem:
+            raise ValueError(problem)
+        if self.rollout_engine not in ENGINES:
+            raise ValueError(
+                f"rollout_engine must be one of {', '.join(ENGINES)}, got {self.rollout_engine!r}; e.g. "
+                "--set rollout_engine=continuous"
+            )
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Any:
+        """Build from a dict (YAML, ``--set``), rejecting unknown names and values of the wrong type; an old
+        name in ``RENAMED`` is read as its new one, with a warning."""
+        return config_from_dict(cls, values)
+
+    def generation_limits(self) -> GenerationLimits:
+        """The generation limits of the run's rollouts and evaluations (a trainer's Config defines them)."""
+        raise NotImplementedError(f"{type(self).__name__} must define generation_limits()")

@@ -1,0 +1,86 @@
+"""The options every trainer shares (``RunConfig``), the generation settings built from them, the rename of
+the SFT token cap, and the options the automatic SFT run takes from its RL run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from joy_agents.rollout import ENGINES
+from joy_env.protocol import TURN_STOP
+from joy_trainers.base import BaseTrainer
+from joy_trainers.cli import build_config, eval_main
+from joy_trainers.errors import UsageError
+from joy_trainers.generation import GenerationLimits, rollout_config, sampling_config
+from joy_trainers.grpo import GRPOConfig, GRPOTrainer
+from joy_trainers.rl import RLConfig, RLTrainer
+from joy_trainers.rl.start import auto_sft_overrides
+from joy_trainers.run_config import RunConfig
+from joy_trainers.sft import SFTConfig, SFTTrainer
+
+
+def test_sft_and_rl_configs_extend_one_base_and_trainers_one_skeleton():
+    assert issubclass(SFTConfig, RunConfig) and issubclass(RLConfig, RunConfig)
+    assert issubclass(SFTTrainer, BaseTrainer) and issubclass(RLTrainer, BaseTrainer)
+    shared = {f.name for f in dataclasses.fields(RunConfig)}
+    assert shared <= {f.name for f in dataclasses.fields(SFTConfig)} & {f.name for f in dataclasses.fields(RLConfig)}
+    assert "rollout_engine" in shared and "max_new_tokens" in shared
+    assert "rollout_engine" not in RLConfig.RESUME_SAFE  # it changes the sampling
+
+
+@pytest.mark.parametrize("config", [SFTConfig, GRPOConfig])
+def test_rollout_engine_is_checked_with_a_one_line_error(config):
+    for engine in ENGINES:
+        assert config(rollout_engine=engine).rollout_engine == engine
+    with pytest.raises(ValueError, match=r"rollout_engine must be one of continuous, generate, vllm, got 'fast'"):
+        config(rollout_engine="fast")
+
+
+def test_rollout_engine_on_the_command_line():
+    assert build_config(GRPOTrainer, "tiny", None, ["rollout_engine=generate"]).rollout_engine == "generate"
+    with pytest.raises(UsageError, match="rollout_engine"):
+        build_config(SFTTrainer, "tiny", None, ["rollout_engine=fast"])
+
+
+def test_joy_eval_engine_choices(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        eval_main([str(tmp_path), "--engine", "fast"])
+    assert exc.value.code == 2 and "--engine" in capsys.readouterr().err
+
+
+def test_generation_settings_come_from_one_builder():
+    cfg = GRPOConfig(max_new_tokens=40, max_cycles=5, max_prompt_tokens=300, rollout_engine="generate")
+    limits = cfg.generation_limits()
+    assert limits == GenerationLimits(40, 5, 300)
+    sampling = sampling_config(limits, 1.2, 0.9)
+    assert (sampling.temperature, sampling.top_p, sampling.max_new_tokens, sampling.stop) == (1.2, 0.9, 40, TURN_STOP)
+    rollout = rollout_config(limits, engine=cfg.rollout_engine, keep_snapshots=True)
+    assert (rollout.engine, rollout.max_cycles, rollout.max_prompt_tokens, rollout.keep_snapshots) == (
+        "generate",
+        5,
+        300,
+        True,
+    )
+    assert rollout.sampling.temperature == 0.0 and rollout.sampling.stop == TURN_STOP
+    sft = SFTConfig(max_new_tokens=96, eval_max_cycles=12, max_length=512)
+    assert sft.generation_limits() == GenerationLimits(96, 12, 416)  # prompts cut to the view it trained on
+
+
+def test_the_old_sft_token_cap_name_still_reads_for_one_release():
+    with pytest.warns(FutureWarning, match="eval_max_new_tokens is now called max_new_tokens"):
+        cfg = SFTConfig.from_dict({"eval_max_new_tokens": 50})
+    assert cfg.max_new_tokens == 50
+    with pytest.warns(FutureWarning):  # a --set of the old name overrides the preset's new one
+        assert build_config(SFTTrainer, "tiny", None, ["eval_max_new_tokens=40"]).max_new_tokens == 40
+
+
+def test_the_automatic_sft_run_gets_the_rl_runs_env():
+    cfg = GRPOConfig(env_id="joy/ecommerce-v0", env_kwargs={"source": "tau2"}, rollout_engine="generate")
+    assert auto_sft_overrides(cfg) == {
+        "env_id": "joy/ecommerce-v0",
+        "env_kwargs": {"source": "tau2"},
+        "rollout_engine": "generate",
+    }
+    mine = GRPOConfig(env_kwargs={}, sft_overrides={"env_id": "joy/qa-v0", "sft_tasks": 5})
+    assert auto_sft_overrides(mine)["env_id"] == "joy/qa-v0" and auto_sft_overrides(mine)["sft_tasks"] == 5
