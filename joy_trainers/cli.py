@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from joy_agents.memory import MemoryBank
+from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import ENGINES
 from joy_trainers import available_trainers
@@ -46,6 +46,21 @@ def data_seed_of(config: dict[str, Any]) -> int:
     """The env data seed a run trained on: an RL run's ``data_seed`` (its ``seed`` only orders and samples),
     an sft run's ``seed``."""
     return int(config.get("data_seed", config.get("seed", 0)))
+
+
+MEMORY_OPTIONS = {
+    "top_n": "memory_top_n",
+    "min_similarity": "memory_min_similarity",
+    "reuse_similarity": "memory_reuse_similarity",
+    "half_life": "memory_half_life",
+    "embedder": "memory_embedder",
+}
+"""``MemoryConfig`` field -> the run option that sets it (``joyagents_grpo``)."""
+
+
+def memory_config_of(config: dict[str, Any]) -> MemoryConfig:
+    """The memory settings a run trained with (its saved options; defaults for those it did not save)."""
+    return MemoryConfig(**{field: config[option] for field, option in MEMORY_OPTIONS.items() if option in config})
 
 
 def load_trainer(name: str) -> type:
@@ -295,7 +310,10 @@ def _evaluate(args: argparse.Namespace) -> None:
         raise UsageError(" ".join(str(exc).split())) from None
     memory = None
     if (run / "memory").is_dir():
-        memory = {p.stem: MemoryBank.from_dict(json.loads(p.read_text())) for p in (run / "memory").glob("*.json")}
+        settings = memory_config_of(cfg)  # retrieval as the run's own evaluations read the banks
+        memory = {
+            p.stem: MemoryBank.from_dict(json.loads(p.read_text()), settings) for p in (run / "memory").glob("*.json")
+        }
     engine = args.engine or cfg.get("rollout_engine") or "continuous"
     metrics = evaluate_team(
         team,

@@ -149,3 +149,16 @@ def test_joy_eval_uses_the_data_seed_a_run_trained_on():
     assert data_seed_of({"seed": 2, "data_seed": 0}) == 0  # an RL run at seed 2 on the tasks of data seed 0
     assert data_seed_of({"seed": 3}) == 3  # an sft run: its seed is the data seed
     assert data_seed_of({}) == 0
+
+
+def test_joy_eval_reads_memory_with_the_runs_memory_settings():
+    from joy_trainers.cli import memory_config_of
+    from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
+
+    saved = {"seed": 0, "memory_top_n": 3, "memory_min_similarity": 0.9, "memory_reuse_similarity": 0.95}
+    got = memory_config_of(saved)
+    assert (got.top_n, got.min_similarity, got.reuse_similarity) == (3, 0.9, 0.95)
+    # the trainer's own mapping of its options gives the same settings
+    trainer = JoyAgentsGRPOTrainer.__new__(JoyAgentsGRPOTrainer)
+    trainer.config = JoyAgentsGRPOConfig(memory_top_n=3, memory_min_similarity=0.9, memory_reuse_similarity=0.95)
+    assert trainer.memory_config() == got
