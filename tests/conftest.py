@@ -60,17 +60,27 @@ def undocumented_metrics():
 
 
 @pytest.fixture(scope="session")
-def distinct_team(tiny_dir):
-    """A team on the tiny model whose roles' adapters differ (seeded noise on fresh rank-4 adapters), so that a row
-    run through the wrong adapter would show. Read-only: tests must not train it."""
-    import torch
+def make_distinct_team(tiny_dir):
+    """``make(seed)``: a fresh team on the tiny model whose roles' adapters differ (seeded noise on rank-4
+    adapters), so that a row run through the wrong adapter would show."""
 
-    from joy_agents.policy import TeamConfig, TeamPolicy
+    def make(seed: int = 0):
+        import torch
 
-    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for role in team.roles:
-            for p in team.trainable_parameters(role):
-                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
-    return team
+        from joy_agents.policy import TeamConfig, TeamPolicy
+
+        team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for role in team.roles:
+                for p in team.trainable_parameters(role):
+                    p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+        return team
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def distinct_team(make_distinct_team):
+    """One :func:`make_distinct_team` team for the session. Read-only: tests must not train it."""
+    return make_distinct_team(0)

@@ -36,15 +36,9 @@ def stand_in_vllm(monkeypatch):
 
 
 @pytest.fixture
-def team(tiny_dir):
-    """A fresh team whose roles' adapters differ (a row through the wrong adapter would show)."""
-    team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8))
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for role in team.roles:
-            for p in team.trainable_parameters(role):
-                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
-    return team
+def team(make_distinct_team):
+    """A fresh team whose roles' adapters differ (a test may change its weights)."""
+    return make_distinct_team(1)
 
 
 def turns(trajectories):
