@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from quick_runs import Crash, QuickTrainer, logged_steps, quick_values
 
 from joy_trainers import rl
 from joy_trainers.errors import UsageError
@@ -20,48 +21,8 @@ from joy_trainers.errors import UsageError
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-class Crash(RuntimeError):
-    pass
-
-
-class QuickTrainer(rl.RLTrainer):
-    """An RL trainer whose steps do no rollouts: the loop, checkpoints and metrics of a real run in seconds."""
-
-    name = "quick"
-
-    def __init__(self, config, crash_at: int | None = None) -> None:
-        super().__init__(config)
-        self.crash_at = crash_at
-
-    def step(self, state, step, tasks, timer):
-        if step == self.crash_at:
-            raise Crash(f"crash at step {step + 1}")
-        state.trainer_state["last"] = step + 1
-        return rl.StepOutput(timer=timer, metrics={"charts/marker": step + 1})
-
-
 def _config(sft_run, out, **kw):
-    values = dict(
-        sft_run=sft_run,
-        output_dir=str(out),
-        iterations=1,
-        steps_per_iteration=6,
-        tasks_per_step=1,
-        group_size=2,
-        max_new_tokens=8,
-        max_cycles=2,
-        max_prompt_tokens=128,
-        eval_tasks=0,
-        checkpoint_every=2,
-        beta=0.04,
-    )
-    values.update(kw)
-    return rl.RLConfig.from_dict(values)
-
-
-def _steps(out: Path) -> list[int]:
-    lines = (out / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(line)["step"] for line in lines if line.strip()]
+    return rl.RLConfig.from_dict(quick_values(sft_run, out, **kw))
 
 
 def _run(sft_run, out, crash_at=None, **kw):
@@ -79,11 +40,11 @@ def test_a_new_run_into_a_used_directory_stops_and_overwrite_removes_only_projec
     (out / "notes.txt").write_text("mine")
     with pytest.raises(UsageError, match="not empty .*--resume .*--overwrite"):
         _run(sft_run, out, steps_per_iteration=2)
-    assert _steps(out) == [1, 2]  # the old run was left as it was
+    assert logged_steps(out) == [1, 2]  # the old run was left as it was
     with pytest.raises(UsageError, match="--resume .* --overwrite"):
         _run(sft_run, out, resume=True, overwrite=True)
     assert _run(sft_run, out, steps_per_iteration=3, overwrite=True)["steps"] == 3
-    assert _steps(out) == [1, 2, 3] and (out / "notes.txt").read_text() == "mine"
+    assert logged_steps(out) == [1, 2, 3] and (out / "notes.txt").read_text() == "mine"
 
 
 def test_an_unwritable_output_directory_is_refused_before_any_work(sft_run, tmp_path):
@@ -113,23 +74,23 @@ DAMAGE = {
 def test_resume_walks_back_past_a_damaged_checkpoint_and_never_logs_a_step_twice(sft_run, tmp_path, damage, capsys):
     out = tmp_path / "run"
     _run(sft_run, out, crash_at=4)  # steps 1-4 logged, checkpoints at 2 and 4, crash in step 5
-    assert _steps(out) == [1, 2, 3, 4]
+    assert logged_steps(out) == [1, 2, 3, 4]
     assert (out / "checkpoints" / "latest").read_text() == "step-4"
     DAMAGE[damage](out / "checkpoints" / "step-4")
     _run(sft_run, out, crash_at=3, resume=True)  # walks back to step 2, redoes 3, crashes in 4
     said = capsys.readouterr().out
     assert "skipping step-4" in said or "latest points at step-4" in said
     assert "resumed from" in said and "step-2" in said
-    assert _steps(out) == [1, 2, 3]
+    assert logged_steps(out) == [1, 2, 3]
     results = _run(sft_run, out, resume=True)  # from step 2 again (3 had no checkpoint): 3, 4, 5, 6
-    assert results["steps"] == 6 and _steps(out) == [1, 2, 3, 4, 5, 6]
+    assert results["steps"] == 6 and logged_steps(out) == [1, 2, 3, 4, 5, 6]
 
 
 def test_resume_sequences_of_crashes_keep_every_step_once(sft_run, tmp_path):
     out = tmp_path / "run"
 
     def check(expected):
-        steps = _steps(out)
+        steps = logged_steps(out)
         assert steps == sorted(set(steps)) == expected, steps
 
     _run(sft_run, out, crash_at=0, resume=True)  # --resume before any checkpoint exists, crash at once
@@ -158,7 +119,7 @@ def test_resume_without_any_usable_checkpoint_says_so_and_starts_nothing(sft_run
         _truncate(ck / "optimizers.pt")
     with pytest.raises(UsageError, match="no usable checkpoint.*step-2.*optimizers.pt.*--overwrite"):
         _run(sft_run, out, resume=True)
-    assert _steps(out) == [1, 2, 3]
+    assert logged_steps(out) == [1, 2, 3]
 
 
 class _Exploit:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from quick_runs import Crash, QuickTrainer, logged_steps, quick_values
 
 from joy_trainers import rl
 from joy_trainers.errors import UsageError
@@ -20,49 +21,6 @@ from joy_trainers.grpo import GRPOConfig, GRPOTrainer
 from joy_trainers.rundir import RunDir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class Crash(RuntimeError):
-    pass
-
-
-class QuickTrainer(rl.RLTrainer):
-    """An RL trainer without rollouts: the loop, checkpoints and metrics of a real run in seconds."""
-
-    name = "quick"
-
-    def __init__(self, config, crash_at=None, on_step=None) -> None:
-        super().__init__(config)
-        self.crash_at, self.on_step = crash_at, on_step
-
-    def step(self, state, step, tasks, timer):
-        if step == self.crash_at:
-            raise Crash(f"crash at step {step + 1}")
-        if self.on_step is not None:
-            self.on_step(step)
-        return rl.StepOutput(timer=timer, metrics={"charts/marker": step + 1})
-
-
-def _values(sft_run, out, **kw):
-    values = dict(
-        sft_run=sft_run,
-        output_dir=str(out),
-        iterations=1,
-        steps_per_iteration=6,
-        tasks_per_step=1,
-        group_size=2,
-        max_new_tokens=8,
-        max_cycles=2,
-        max_prompt_tokens=128,
-        eval_tasks=0,
-        checkpoint_every=2,
-        beta=0.04,
-    )
-    return {**values, **kw}
-
-
-def _steps(out: Path) -> list[int]:
-    return [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 # ------------------------------------------------------------------------------------ one writer per dir
@@ -99,23 +57,23 @@ def test_a_second_run_on_a_directory_in_use_is_refused_in_one_line(tmp_path):
 
 def test_the_lock_is_released_when_a_run_ends_or_fails(sft_run, tmp_path):
     with pytest.raises(Crash):
-        QuickTrainer(GRPOConfig.from_dict(_values(sft_run, tmp_path / "run")), crash_at=3).train()
-    QuickTrainer(GRPOConfig.from_dict(_values(sft_run, tmp_path / "run", resume=True))).train()
-    assert _steps(tmp_path / "run") == [1, 2, 3, 4, 5, 6]
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, tmp_path / "run")), crash_at=3).train()
+    QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, tmp_path / "run", resume=True))).train()
+    assert logged_steps(tmp_path / "run") == [1, 2, 3, 4, 5, 6]
 
 
 # ------------------------------------------------------------------------------------ resume
 def test_resume_refuses_options_that_change_the_run_and_allows_safe_ones(sft_run, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(Crash):
-        QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out)), crash_at=3).train()
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out)), crash_at=3).train()
     for change in ({"lr": 1e-3}, {"group_size": 3}, {"tasks_per_step": 2}, {"seed": 1}):
         with pytest.raises(UsageError, match=rf"--resume: the run in .* ran with other options \({next(iter(change))}"):
-            QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out, resume=True, **change))).train()
+            QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True, **change))).train()
     with pytest.raises(UsageError, match=r"lr: 1e-06 -> 0.001; seed: 0 -> 1"):
-        QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out, resume=True, lr=1e-3, seed=1))).train()
-    results = QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out, resume=True, iterations=2))).train()
-    assert results["steps"] == 12 and _steps(out) == list(range(1, 13))
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True, lr=1e-3, seed=1))).train()
+    results = QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True, iterations=2))).train()
+    assert results["steps"] == 12 and logged_steps(out) == list(range(1, 13))
     assert json.loads((out / "config.json").read_text())["iterations"] == 2
 
 
@@ -124,9 +82,9 @@ def test_the_cli_refuses_a_changed_option_on_resume_in_one_line(sft_run, tmp_pat
 
     out = tmp_path / "run"
     with pytest.raises(Crash):
-        QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out)), crash_at=3).train()
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out)), crash_at=3).train()
     args = ["--trainer", "grpo", "--output-dir", str(out), "--resume"]
-    sets = [f"--set={k}={json.dumps(v)}" for k, v in _values(sft_run, out).items() if k != "output_dir"]
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in quick_values(sft_run, out).items() if k != "output_dir"]
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:
         train_main(args + sets + ["--set", "lr=0.5"])
@@ -137,11 +95,11 @@ def test_the_cli_refuses_a_changed_option_on_resume_in_one_line(sft_run, tmp_pat
 def test_orphaned_temporary_checkpoints_are_removed_at_the_next_start(sft_run, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(Crash):
-        QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out)), crash_at=3).train()
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out)), crash_at=3).train()
     orphan = out / "checkpoints" / ".tmp-step-4-99999"  # what a kill during a checkpoint write leaves
     (orphan / "team").mkdir(parents=True)
     (out / ".results.json.tmp-99999").write_text("{")
-    QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out, resume=True))).train()
+    QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
     assert not orphan.exists() and not (out / ".results.json.tmp-99999").exists()
     assert not list((out / "checkpoints").glob(".tmp-*"))
 
@@ -154,11 +112,11 @@ def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_the_run_resumes(sft_r
             os.kill(os.getpid(), signal.SIGINT)
 
     with pytest.raises(KeyboardInterrupt, match="stopped after step 3 with a checkpoint; continue with"):
-        QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out)), on_step=press_ctrl_c).train()
-    assert rl.latest_checkpoint(out / "checkpoints").name == "step-3" and _steps(out) == [1, 2, 3]
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out)), on_step=press_ctrl_c).train()
+    assert rl.latest_checkpoint(out / "checkpoints").name == "step-3" and logged_steps(out) == [1, 2, 3]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    QuickTrainer(GRPOConfig.from_dict(_values(sft_run, out, resume=True))).train()
-    assert _steps(out) == [1, 2, 3, 4, 5, 6]
+    QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
+    assert logged_steps(out) == [1, 2, 3, 4, 5, 6]
 
 
 _CTRL_C = """
@@ -177,7 +135,7 @@ cli.train_main(sys.argv[1:])
 
 def test_ctrl_c_in_joy_train_is_one_line_and_exit_130(sft_run, tmp_path):
     out = tmp_path / "run"
-    sets = [f"--set={k}={json.dumps(v)}" for k, v in _values(sft_run, out, steps_per_iteration=4).items()]
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in quick_values(sft_run, out, steps_per_iteration=4).items()]
     sets = [s for s in sets if not s.startswith("--set=output_dir")]
     env = {**os.environ, "PYTHONPATH": REPO}
     done = subprocess.run(
@@ -191,7 +149,7 @@ def test_ctrl_c_in_joy_train_is_one_line_and_exit_130(sft_run, tmp_path):
 
 # ------------------------------------------------------------------------------------ reproducible resume
 def _grpo(sft_run, out, **kw):
-    values = _values(sft_run, out, steps_per_iteration=4, tasks_per_step=2, max_new_tokens=40, temperature=1.0)
+    values = quick_values(sft_run, out, steps_per_iteration=4, tasks_per_step=2, max_new_tokens=40, temperature=1.0)
     values.update(max_prompt_tokens=384, env_id="joy/math-v0")
     return GRPOConfig.from_dict({**values, "lr": 1e-2, **kw})
 
@@ -243,15 +201,15 @@ def test_a_run_carries_its_base_and_evaluates_and_resumes_once_moved_and_the_cac
     TeamPolicy(TeamConfig(model=str(sft / "base"), lora_r=2, lora_alpha=4)).save(str(sft / "team"))
     out = tmp_path / "run"
     with pytest.raises(Crash):
-        QuickTrainer(GRPOConfig.from_dict(_values(str(sft), out, eval_tasks=1)), crash_at=3).train()
+        QuickTrainer(GRPOConfig.from_dict(quick_values(str(sft), out, eval_tasks=1)), crash_at=3).train()
     for team_json in [out / "start_team" / "team.json", *out.glob("checkpoints/step-*/team/team.json")]:
         model = json.loads(team_json.read_text())["config"]["model"]
         assert model.startswith("../") and str(cache) not in model, (team_json, model)
     shutil.rmtree(cache)
     moved = tmp_path / "elsewhere" / "run"
     shutil.move(str(out), str(moved))
-    QuickTrainer(GRPOConfig.from_dict(_values(str(sft), moved, eval_tasks=1, resume=True))).train()
-    assert _steps(moved) == [1, 2, 3, 4, 5, 6]
+    QuickTrainer(GRPOConfig.from_dict(quick_values(str(sft), moved, eval_tasks=1, resume=True))).train()
+    assert logged_steps(moved) == [1, 2, 3, 4, 5, 6]
     assert json.loads((moved / "team" / "team.json").read_text())["config"]["model"] == "../base"
     eval_main([str(moved), "--tasks", "1"])
     assert json.loads((moved / "eval-test.json").read_text())["metrics"]["episodes"] == 1
