@@ -213,3 +213,28 @@ def test_a_run_carries_its_base_and_evaluates_and_resumes_once_moved_and_the_cac
     assert json.loads((moved / "team" / "team.json").read_text())["config"]["model"] == "../base"
     eval_main([str(moved), "--tasks", "1"])
     assert json.loads((moved / "eval-test.json").read_text())["metrics"]["episodes"] == 1
+
+
+def test_resume_compares_the_options_both_sides_hold_and_not_how_the_run_is_invoked(tmp_path):
+    from joy_trainers.rl.resume_config import CONFIG_FILE, check_resume_config, resume_changes
+
+    stored = {"lr": 1e-6, "seed": 0, "resume": False, "output_dir": "/a", "overwrite": False}
+    requested = {"lr": 1e-6, "seed": 0, "resume": True, "output_dir": "/a/", "overwrite": False, "new_option": 3}
+    assert resume_changes(stored, requested, ("iterations",)) == ([], [])
+    assert resume_changes({"lr": 1e-6}, {"lr": 1e-3}, ()) == (["lr: 1e-06 -> 0.001"], [])
+    (tmp_path / CONFIG_FILE).write_text("[1]")  # JSON, but not the run's options
+    with pytest.raises(UsageError, match="is damaged"):
+        check_resume_config(tmp_path, GRPOConfig(), has_checkpoint=True)
+
+
+def test_a_resume_before_the_first_checkpoint_starts_from_the_team_it_names(sft_run, tiny_dir, tmp_path):
+    from joy_agents.policy import TeamConfig, TeamPolicy
+
+    out = tmp_path / "run"
+    with pytest.raises(Crash):  # stopped in its first step: no checkpoint yet
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out)), crash_at=0).train()
+    assert json.loads((out / "start_team" / "team.json").read_text())["config"]["lora_r"] == 2
+    other = tmp_path / "other"
+    TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8)).save(str(other / "team"))
+    QuickTrainer(GRPOConfig.from_dict(quick_values(str(other), out, resume=True))).train()
+    assert json.loads((out / "start_team" / "team.json").read_text())["config"]["lora_r"] == 4

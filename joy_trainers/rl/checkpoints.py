@@ -42,24 +42,41 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the message names the file and why."""
 
 
+def _bytes(state: torch.Tensor) -> str:
+    return base64.b64encode(state.numpy().tobytes()).decode("ascii")
+
+
+def _tensor(text: str) -> torch.Tensor:
+    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+
 def _rng_state() -> dict[str, Any]:
-    """The Python, NumPy and torch RNG states as JSON-able values."""
+    """The Python, NumPy and torch RNG states (CPU, and every CUDA device's where CUDA is in use) as JSON-able
+    values."""
     version, internal, gauss = random.getstate()
     kind, key, pos, has_gauss, cached = np.random.get_state()
-    return {
+    state = {
         "python": [version, list(internal), gauss],
         "numpy": [kind, key.tolist(), int(pos), int(has_gauss), float(cached)],
-        "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode("ascii"),
+        "torch": _bytes(torch.get_rng_state()),
     }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = [_bytes(s) for s in torch.cuda.get_rng_state_all()]
+    return state
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     kind, key, pos, has_gauss, cached = state["numpy"]
-    torch_state = torch.frombuffer(bytearray(base64.b64decode(state["torch"])), dtype=torch.uint8)
+    torch_state = _tensor(state["torch"])
+    cuda = state.get("cuda")
+    if cuda is not None and (not torch.cuda.is_available() or len(cuda) != torch.cuda.device_count()):
+        raise ValueError("the checkpoint's CUDA RNG states are for another set of devices")
     random.setstate((int(version), tuple(int(x) for x in internal), gauss))
     np.random.set_state((str(kind), np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
     torch.set_rng_state(torch_state)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all([_tensor(s) for s in cuda])
 
 
 def restore_rng(rng: dict[str, Any], rank: int, size: int) -> bool:

@@ -33,6 +33,7 @@ from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutEngine
 from joy_agents.sft_data import split_train_tasks
+from joy_agents.vllm_engine import vllm_engine
 from joy_trainers.checks import check_env_options, check_sft_run, sft_env_mismatch
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
@@ -66,7 +67,8 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     run.path = Path(all_gather_objects(str(run.path))[0])
     problem = None
     start_team = run.path / START_TEAM
-    carried = cfg.resume and (start_team / "team.json").is_file()  # the run holds its starting team
+    # a resumed run with a checkpoint holds its starting team; one that ran no step yet starts as a new run would
+    carried = cfg.resume and (start_team / "team.json").is_file() and bool(checkpoint_steps(run.checkpoints))
     if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
         try:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
@@ -96,6 +98,8 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
             bring_team(team_dir, run.path)
         barrier()
     team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
+    if cfg.rollout_engine == "vllm":  # built by every process at once (vLLM forms its groups over all of them)
+        vllm_engine(team)
     optimizers = make_optimizers(team, cfg.lr)
     banks = {r: MemoryBank(r, memory) for r in team.roles} if memory is not None and memory.enabled else {}
     engine = RolloutEngine(

@@ -22,11 +22,16 @@ def config_values(cfg: Any) -> dict[str, Any]:
     return json.loads(json.dumps(dict(vars(cfg)), default=str))
 
 
+IGNORED = frozenset({"resume", "overwrite", "output_dir"})
+"""Options that say how this invocation runs, not what the run is."""
+
+
 def resume_changes(stored: dict[str, Any], requested: dict[str, Any], safe: tuple[str, ...]) -> tuple[list, list]:
-    """``(refused, allowed)``: ``"name: old -> new"`` for every option that differs, split by ``safe``."""
+    """``(refused, allowed)``: ``"name: old -> new"`` for every option both sides hold that differs, split by
+    ``safe`` (an option one side lacks, e.g. added by a later release, is not compared)."""
     refused, allowed = [], []
-    for name in sorted(set(stored) | set(requested) - {"resume", "overwrite", "output_dir"}):
-        old, new = stored.get(name), requested.get(name)
+    for name in sorted((set(stored) & set(requested)) - IGNORED):
+        old, new = stored[name], requested[name]
         if old != new:
             (allowed if name in safe else refused).append(f"{name}: {json.dumps(old)} -> {json.dumps(new)}")
     return refused, allowed
@@ -42,7 +47,9 @@ def check_resume_config(run_dir: Path, cfg: Any, has_checkpoint: bool) -> list[s
     try:
         stored = json.loads(path.read_text())
     except (OSError, ValueError):
-        raise UsageError(f"--resume: {path} is damaged; restore it, or start the run again with --overwrite") from None
+        stored = None
+    if not isinstance(stored, dict):
+        raise UsageError(f"--resume: {path} is damaged; restore it, or start the run again with --overwrite")
     safe = tuple(getattr(type(cfg), "RESUME_SAFE", ()))
     refused, allowed = resume_changes(stored, config_values(cfg), safe)
     if refused:
