@@ -9,11 +9,14 @@ CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of v
   so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU (0.3 by
   default: the training model, its optimiser state and activations share the device, as in TRL's colocated mode).
   Under ``accelerate launch`` with several processes each process builds its own engine on its own GPU (vLLM's
-  ``external_launcher`` backend, seed + rank).
+  ``external_launcher`` backend, seed + rank). The trainers' ``rollout_engine=vllm`` builds it with the default
+  :class:`VLLMConfig`.
 * **Weights follow training.** The base model of a LoRA team is frozen; only adapters change. Before each tick the
   engine compares every role's adapter parameters' version counters (bumped by each in-place write: an optimiser
   step, a ``load_state_dict``) with those it last sent. A changed adapter is written to the engine's folder and
-  sent under a new LoRA id, so vLLM loads it on its next use; unchanged adapters cost nothing.
+  sent under a new LoRA id, so vLLM loads it on its next use; unchanged adapters cost nothing. Writes that bypass
+  the version counters (a fused optimiser step, ``p.data`` writes) are not seen: call ``engine.sync(force=True)``
+  after them.
 * **Log-probs of the training model.** vLLM's kernels round differently from the model being trained, so samples
   drawn at ``temperature > 0`` (RL) get their ``logprobs`` recomputed by :meth:`TeamPolicy.logprobs`
   (teacher-forced, no grad), the quantity the update's ratios need. Greedy samples (evaluation) keep vLLM's raw
@@ -29,6 +32,7 @@ tick's other turns before its next turn is submitted (vLLM keeps its prefix in t
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -54,12 +58,11 @@ INSTALL_HINT = 'pip install "joyagents[vllm]" (a GPU build of vLLM)'
 
 
 def vllm_available() -> bool:
-    """Whether ``vllm`` can be imported."""
+    """Whether ``vllm`` is installed (found without importing it)."""
     try:
-        import vllm  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):  # a broken or stubbed-out vllm module
         return False
-    return True
 
 
 @dataclass
@@ -148,12 +151,13 @@ class VLLMEngine:
         self.adapters_sent = 0
         """Adapters written and sent to vLLM so far (the first time and after each change)."""
 
-    def sync(self) -> int:
-        """Send the adapters that changed since they were last sent; returns how many were."""
+    def sync(self, force: bool = False) -> int:
+        """Send the adapters that changed since they were last sent (every adapter with ``force``); returns how
+        many were."""
         sent = 0
         for role in self.team.roles:
             version = tuple(p._version for p in self.team.trainable_parameters(role))
-            if self._sent.get(role) == version and role in self._requests:
+            if not force and self._sent.get(role) == version and role in self._requests:
                 continue
             folder = os.path.join(self.folder, f"{role}-{self._next_id}")
             os.makedirs(folder)

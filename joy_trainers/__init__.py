@@ -1,8 +1,9 @@
 """joy_trainers: trainer plugins (``sft``, ``mappo``, ``grpo``, ``joyagents_grpo``) on Accelerate.
 
-A trainer is one class that satisfies :class:`Trainer`: a ``name``, a ``config_class`` (a dataclass with
-``from_dict``), ``presets`` (name -> dict of config values), ``__init__(config)`` and
-``train() -> results dict`` (the ``results.json`` contents). ``TRAINERS`` maps the built-in names to
+A trainer is one class with a ``name``, a ``config_class`` (a dataclass with ``from_dict``), ``presets``
+(name -> dict of config values), ``__init__(config)`` and ``train() -> results dict`` (the ``results.json``
+contents), the shape :class:`Trainer` states; ``joy-train`` runs subclasses of
+:class:`joy_trainers.base.BaseTrainer` only. ``TRAINERS`` maps the built-in names to
 ``"module:Class"`` strings; other packages add theirs through the entry-point group ``joy_trainers``::
 
     [project.entry-points.joy_trainers]

@@ -10,7 +10,7 @@ run's generation settings and the ``results.json`` block every run writes. A tra
             self.claim_run_dir()
             team = ...                                          # train
             team.save(str(self.run.path / "team"))
-            results = self.results(steps=n, wall_s=s, metrics=self.evaluate(team, seed=self.config.seed))
+            results = self.results(steps=n, metrics=self.evaluate(team, seed=self.config.seed))
             write_results(self.run.path, results)
             return results
 """
@@ -18,6 +18,7 @@ run's generation settings and the ``results.json`` block every run writes. A tra
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import torch
@@ -47,12 +48,14 @@ class BaseTrainer:
 
     def __init__(self, config: Any) -> None:
         self.config = config
+        self._started = time.perf_counter()
         self.run = RunDir(config.output_dir, self.name)
         """The run directory (``output_dir``, default ``runs/<name>-<timestamp>``)."""
 
     def train(self) -> dict[str, Any]:
         """:meth:`run_training`, releasing the run directory's lock when it ends; returns ``results.json``'s
         contents (an empty dict on processes other than the main one)."""
+        self._started = time.perf_counter()
         try:
             return self.run_training()
         finally:
@@ -78,5 +81,8 @@ class BaseTrainer:
 
     def results(self, **fields: Any) -> dict[str, Any]:
         """The ``results.json`` block of the run (:func:`~joy_trainers.rundir.run_results`): the trainer, env,
-        split and seed, then ``fields`` (``model``, ``steps``, ``wall_s``, ``metrics``, ...), then the config."""
+        split and seed, then ``fields`` (``steps``, ``metrics``, ...; ``model`` defaults to the config's and
+        ``wall_s`` to the seconds since :meth:`train` began), then the config."""
+        fields.setdefault("model", self.config.model)
+        fields.setdefault("wall_s", time.perf_counter() - self._started)
         return run_results(self.name, self.config, **fields)

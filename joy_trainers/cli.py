@@ -33,6 +33,7 @@ import yaml
 from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import ENGINES
+from joy_agents.vllm_engine import INSTALL_HINT, vllm_available
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import check_env_options, check_team_dir, read_results
@@ -304,17 +305,30 @@ def _evaluate(args: argparse.Namespace) -> None:
         limits = eval_limits(cfg)  # the view the team was trained and evaluated on
     except ValueError as exc:
         raise UsageError(f"{run}/results.json: {exc}") from None
+    engine = args.engine or cfg.get("rollout_engine") or "continuous"
+    if engine not in ENGINES:
+        raise UsageError(f"{run}/results.json names rollout_engine {engine!r}; pass --engine {'|'.join(ENGINES)}")
+    if engine == "vllm" and not vllm_available():
+        raise UsageError(f"--engine vllm needs vLLM, which is not installed; {INSTALL_HINT}, or --engine continuous")
+    settings = None
+    if (run / "memory").is_dir():
+        try:
+            settings = memory_config_of(cfg)  # retrieval as the run's own evaluations read the banks
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{run}/results.json: memory settings: {exc}") from None
     try:
         team = TeamPolicy.load(str(run / "team"))
     except (FileNotFoundError, ValueError) as exc:  # a base model gone, a tampered or foreign weights file
         raise UsageError(" ".join(str(exc).split())) from None
     memory = None
-    if (run / "memory").is_dir():
-        settings = memory_config_of(cfg)  # retrieval as the run's own evaluations read the banks
-        memory = {
-            p.stem: MemoryBank.from_dict(json.loads(p.read_text()), settings) for p in (run / "memory").glob("*.json")
-        }
-    engine = args.engine or cfg.get("rollout_engine") or "continuous"
+    if settings is not None:
+        try:
+            memory = {
+                p.stem: MemoryBank.from_dict(json.loads(p.read_text()), settings)
+                for p in (run / "memory").glob("*.json")
+            }
+        except (KeyError, TypeError, ValueError) as exc:  # a damaged bank, an embedder that cannot be built
+            raise UsageError(f"{run}/memory: {type(exc).__name__}: {exc}") from None
     metrics = evaluate_team(
         team,
         env_id,

@@ -52,7 +52,9 @@ class Range:
             return self.none_ok
         if isinstance(value, str):
             return value in self.words
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):  # nan, inf (a huge int stays exact)
             return False
         if self.integer and not isinstance(value, int):
             return False

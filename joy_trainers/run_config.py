@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import joy_env
 from joy_agents.rollout import ENGINES
+from joy_agents.vllm_engine import INSTALL_HINT, vllm_available
 from joy_trainers.checks import env_kwargs_problem
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.options import config_from_dict
@@ -65,6 +66,11 @@ class RunConfig:
             raise ValueError(
                 f"rollout_engine must be one of {', '.join(ENGINES)}, got {self.rollout_engine!r}; e.g. "
                 "--set rollout_engine=continuous"
+            )
+        if self.rollout_engine == "vllm" and not vllm_available():
+            raise ValueError(
+                f"rollout_engine=vllm needs vLLM, which is not installed; {INSTALL_HINT}, or --set "
+                "rollout_engine=continuous"
             )
 
     @classmethod

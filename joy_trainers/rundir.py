@@ -48,7 +48,7 @@ PROJECT_FILES = (
     "config.json",
     "work",
 )
-"""What the trainers write into a run directory (besides ``eval-<split>.json`` of ``joy-eval``, temporary
+"""What the trainers write into a run directory (besides the ``eval-*.json`` files of ``joy-eval``, temporary
 files starting with ``.`` and an Accelerate tracker's folder named after the run)."""
 
 LOCK_FILE = ".lock"

@@ -104,3 +104,12 @@ def test_the_cli_refuses_an_out_of_range_option_in_one_line_before_any_work(trai
     assert exit_.value.code == 2 and len(err) == 1, err
     assert f"option {name}={value} is out of range: valid values are" in err[0]
     assert time.perf_counter() - started < 10 and not (tmp_path / "r").exists()  # nothing loaded, nothing written
+
+
+def test_non_finite_and_huge_values_are_refused_in_one_line():
+    for text in ("lr=1.0e999", "lr=nan", "temperature=-inf"):
+        name, value = text.split("=")
+        with pytest.raises(ValueError, match=f"option {name}="):
+            GRPOConfig.from_dict({name: float(value)})
+    with pytest.raises(ValueError, match="option eval_tasks="):
+        GRPOConfig.from_dict({"eval_tasks": -(10**400)})

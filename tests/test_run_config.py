@@ -30,7 +30,10 @@ def test_sft_and_rl_configs_extend_one_base_and_trainers_one_skeleton():
 
 
 @pytest.mark.parametrize("config", [SFTConfig, GRPOConfig])
-def test_rollout_engine_is_checked_with_a_one_line_error(config):
+def test_rollout_engine_is_checked_with_a_one_line_error(config, monkeypatch):
+    from joy_trainers import run_config
+
+    monkeypatch.setattr(run_config, "vllm_available", lambda: True)  # installed or not (see below)
     for engine in ENGINES:
         assert config(rollout_engine=engine).rollout_engine == engine
     with pytest.raises(ValueError, match=r"rollout_engine must be one of continuous, generate, vllm, got 'fast'"):
@@ -84,3 +87,32 @@ def test_the_automatic_sft_run_gets_the_rl_runs_env():
     }
     mine = GRPOConfig(env_kwargs={}, sft_overrides={"env_id": "joy/qa-v0", "sft_tasks": 5})
     assert auto_sft_overrides(mine)["env_id"] == "joy/qa-v0" and auto_sft_overrides(mine)["sft_tasks"] == 5
+
+
+def test_the_documented_supervised_plugin_shape_writes_its_results(tmp_path, monkeypatch):
+    from joy_trainers import base, rundir
+    from joy_trainers.run_config import RunConfig
+
+    class Mine(base.BaseTrainer):  # the README's MySupervised, evaluation left out
+        name = "mine"
+
+        def run_training(self) -> dict:
+            self.claim_run_dir()
+            results = self.results(metrics={"success_rate": 0.5})
+            rundir.write_results(self.run.path, results)
+            return results
+
+    results = Mine(RunConfig(output_dir=str(tmp_path / "run"), eval_tasks=0)).train()
+    assert results["model"] == "tiny-base" and results["wall_s"] >= 0
+    assert "model `tiny-base`" in (tmp_path / "run" / "results.md").read_text()
+
+
+def test_rollout_engine_vllm_without_vllm_is_refused_before_any_work(monkeypatch):
+    from joy_trainers import run_config
+    from joy_trainers.run_config import RunConfig
+
+    monkeypatch.setattr(run_config, "vllm_available", lambda: False)
+    with pytest.raises(ValueError, match=r"rollout_engine=vllm needs vLLM.*joyagents\[vllm\]"):
+        RunConfig(rollout_engine="vllm")
+    monkeypatch.setattr(run_config, "vllm_available", lambda: True)
+    assert RunConfig(rollout_engine="vllm").rollout_engine == "vllm"

@@ -64,19 +64,19 @@ def test_greedy_rollouts_match_the_continuous_engine(stand_in_vllm, team):
 def test_changed_adapters_are_sent_again_and_only_they(stand_in_vllm, team):
     engine = vllm_engine(team)
     assert vllm_engine(team) is engine  # one engine per team
-    assert engine.sync() == 5 and engine.sync() == 0
+    assert engine.sync() == 5 and engine.sync() == 0 and engine.sync(force=True) == 5
     ids = team.encode_prompt("math", [{"role": "user", "content": "What is 17 + 25?"}], None)
     before = engine.generate([("math", ids, 1)], GREEDY)[0][0]
     with torch.no_grad():
         for p in team.trainable_parameters("math"):
             p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(7)) * 0.5)
     after = engine.generate([("math", ids, 1)], GREEDY)[0][0]
-    assert engine.adapters_sent == 6  # math again, no other role
+    assert engine.adapters_sent == 11  # math again, no other role
     expected = team.generate("math", [ids], GREEDY)[0][0]
     assert after.completion_ids == expected.completion_ids and after.text == expected.text
     assert after.completion_ids != before.completion_ids
     (llm,) = stand_in_vllm.LLM.instances
-    assert [i for i, _ in llm.loaded][-1] == 6
+    assert [i for i, _ in llm.loaded][-1] == 11
 
 
 def test_sampled_logprobs_are_the_training_models(stand_in_vllm, team):
