@@ -18,6 +18,7 @@ be moved or copied.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import shutil
@@ -145,7 +146,13 @@ class RunDir:
         handle = open(self.path / LOCK_FILE, "a+")  # noqa: SIM115 - held open for the run's life
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):  # not another run: no locks here
+                handle.close()
+                raise UsageError(
+                    f"--output-dir {self.path} cannot be locked ({exc.strerror or exc}); pass a directory on a "
+                    "filesystem that supports file locks"
+                ) from None
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
             handle.close()
@@ -170,7 +177,7 @@ class RunDir:
         """Remove what a killed run left half-written: temporary checkpoint directories and temporary files.
         Called holding the lock, so no other process is writing them."""
         orphans = [*self.checkpoints.glob(".tmp-step-*"), *self.checkpoints.glob(".latest.tmp")]
-        orphans += [p for p in self.path.glob(".*.tmp-*") if p.is_file()]
+        orphans += list(self.path.glob(".*.tmp-*"))  # files and folders (a half-copied starting team)
         for entry in orphans:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)

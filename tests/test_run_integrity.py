@@ -238,3 +238,14 @@ def test_a_resume_before_the_first_checkpoint_starts_from_the_team_it_names(sft_
     TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=4, lora_alpha=8)).save(str(other / "team"))
     QuickTrainer(GRPOConfig.from_dict(quick_values(str(other), out, resume=True))).train()
     assert json.loads((out / "start_team" / "team.json").read_text())["config"]["lora_r"] == 4
+
+
+def test_a_half_copied_starting_team_is_removed_at_the_next_start(tmp_path):
+    run = RunDir(tmp_path / "run", "x")
+    run.claim()
+    (run.path / ".start_team.tmp-12345").mkdir()
+    (run.path / ".start_team.tmp-12345" / "team.json").write_text("{")
+    run.release()
+    run.claim(resume=True)
+    assert not (run.path / ".start_team.tmp-12345").exists()
+    run.release()
