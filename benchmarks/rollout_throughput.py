@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
                 _bare_generate(model, prompts, steps, pad, args.temperature)
     bare_s = time.perf_counter() - t0
 
+    turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in fast]
     served: dict = {}
     if args.vllm:
         engine = engine_of("vllm")  # the warm-up builds vLLM and sends the adapters
@@ -171,12 +172,11 @@ def main(argv: list[str] | None = None) -> dict:
         by_vllm = engine.run(starts)
         vllm_s = time.perf_counter() - t0
         vllm_turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in by_vllm]
-        fast_turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in fast]
         served = {
             "vllm_s": vllm_s,
             "vllm_tokens_per_s": sum(t.generated_tokens for t in by_vllm) / vllm_s,
             "same_greedy_episodes_vllm": (
-                sum(a == b for a, b in zip(vllm_turns, fast_turns, strict=True)) / len(fast)
+                sum(a == b for a, b in zip(vllm_turns, turns, strict=True)) / len(fast)
                 if args.temperature == 0
                 else None
             ),
@@ -185,7 +185,6 @@ def main(argv: list[str] | None = None) -> dict:
     slow_tokens = sum(t.generated_tokens for t in slow)
     kept_in_calls = sum(k for *_, k in calls)
     computed_in_calls = sum(len(p) * steps for _, p, steps, _ in calls)
-    turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in fast]
     same = sum(a == [(n.role, n.completion_ids) for n in t.nodes] for a, t in zip(turns, slow, strict=True))
     base = team.config.model
     plain = AutoModelForCausalLM.from_pretrained(resolve_model_path(base), dtype=getattr(torch, team.config.dtype))

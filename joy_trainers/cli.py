@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from joy_agents.memory import MemoryBank, MemoryConfig
+from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import ENGINES
 from joy_agents.vllm_engine import INSTALL_HINT, vllm_available
@@ -39,6 +39,7 @@ from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import check_env_options, check_team_dir, read_results
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import eval_limits, evaluate_team
+from joy_trainers.joyagents_grpo import memory_config_of
 from joy_trainers.options import options_text, rename_old_options
 from joy_trainers.rl.start import register_sft_run
 
@@ -47,21 +48,6 @@ def data_seed_of(config: dict[str, Any]) -> int:
     """The env data seed a run trained on: an RL run's ``data_seed`` (its ``seed`` only orders and samples),
     an sft run's ``seed``."""
     return int(config.get("data_seed", config.get("seed", 0)))
-
-
-MEMORY_OPTIONS = {
-    "top_n": "memory_top_n",
-    "min_similarity": "memory_min_similarity",
-    "reuse_similarity": "memory_reuse_similarity",
-    "half_life": "memory_half_life",
-    "embedder": "memory_embedder",
-}
-"""``MemoryConfig`` field -> the run option that sets it (``joyagents_grpo``)."""
-
-
-def memory_config_of(config: dict[str, Any]) -> MemoryConfig:
-    """The memory settings a run trained with (its saved options; defaults for those it did not save)."""
-    return MemoryConfig(**{field: config[option] for field, option in MEMORY_OPTIONS.items() if option in config})
 
 
 def load_trainer(name: str) -> type:

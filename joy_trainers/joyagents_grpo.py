@@ -110,6 +110,22 @@ PRESETS: dict[str, dict[str, Any]] = {"tiny": dict(TINY_RL)}
 PRESETS["smol"] = {**SMOL_RL, "max_nodes": 4}  # SmolLM2-135M-Instruct (joy_trainers.presets.SMOL_RL)
 
 
+MEMORY_OPTIONS = {
+    "top_n": "memory_top_n",
+    "min_similarity": "memory_min_similarity",
+    "reuse_similarity": "memory_reuse_similarity",
+    "half_life": "memory_half_life",
+    "embedder": "memory_embedder",
+}
+"""``MemoryConfig`` field -> the option that sets it."""
+
+
+def memory_config_of(options: dict[str, Any]) -> MemoryConfig:
+    """The memory settings of a run's options (a config's fields, or a saved ``results.json`` config: defaults
+    for the options it lacks), as training and ``joy-eval`` read the banks."""
+    return MemoryConfig(**{field: options[name] for field, name in MEMORY_OPTIONS.items() if name in options})
+
+
 class JoyAgentsGRPOTrainer(rl.RLTrainer):
     """Runs ``joyagents_grpo`` (see the module documentation)."""
 
@@ -118,16 +134,7 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
     presets = PRESETS
 
     def memory_config(self) -> MemoryConfig | None:
-        cfg = self.config
-        if not cfg.memory:
-            return None
-        return MemoryConfig(
-            top_n=cfg.memory_top_n,
-            min_similarity=cfg.memory_min_similarity,
-            reuse_similarity=cfg.memory_reuse_similarity,
-            half_life=cfg.memory_half_life,
-            embedder=cfg.memory_embedder,
-        )
+        return memory_config_of(vars(self.config)) if self.config.memory else None
 
     def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
