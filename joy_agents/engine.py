@@ -16,15 +16,23 @@ runs ONE decode forward per model over every running row and returns the samples
   column in place, a joiner writes its own slot;
 * **kept prefixes**: the KV cache of finished rows is kept (up to ``prefix_tokens``), and a prompt of the same
   role that starts with a kept row's tokens (the episode's next turn, or any prompt with the same system prompt
-  and tools) prefills only the rest.
+  and tools) prefills only the rest;
+* **drafted tokens** (``draft_tokens`` > 0): while few rows run (``draft_max_rows``), each row's next token goes
+  in with up to ``draft_tokens`` tokens that prompt lookup proposes (:mod:`joy_agents.drafts`: what followed the
+  last occurrence of the row's last tokens in its own prompt or completion); the one forward gives the model's
+  sample at every drafted position, and the row keeps the drafted tokens up to the first sample that differs,
+  which it keeps in their place. The samples and log-probs are those of one token per forward; an agent's turn
+  copies ids, names and JSON from its context, so the long tail of a rollout (a few long episodes decoding
+  alone) runs in fewer forwards. The columns of rejected drafts are masked out, and cut at the next compaction.
 
 Sampling is that of :meth:`~joy_agents.policy.TeamPolicy.generate`: ``temperature == 0`` is greedy, otherwise
 ``softmax(logits / temperature)`` within the ``top_p`` nucleus; ``Sample.logprobs`` are ``log_softmax(logits /
 temperature)`` of the raw logits at the sampled tokens (temperature 1 when greedy), the quantity
 ``TeamPolicy.logprobs`` recomputes for the update; stops are the same (end-of-turn and EOS ids, ``stop``
-strings found in the decoded tail of a row whose last token can complete one). Each step copies its sampled
-tokens to the host once (the scheduler needs them to retire rows); keeping a finished row's prefix and a
-compaction add one copy each, only in the steps where they happen.
+strings found in the decoded tail of a row whose last token can complete one; a stop inside a row's kept draft
+ends the row there). Each step copies its sampled tokens to the host once (the scheduler needs them to retire
+rows and check drafts); keeping a finished row's prefix and a compaction add one copy each, only in the steps
+where they happen.
 
 Models whose cache is not a plain per-layer key/value cache (sliding-window or other special attention layers)
 are refused by :func:`continuous_supported`; the rollout engine then uses ``generate`` per role. Not here yet: a
@@ -45,6 +53,7 @@ import torch
 from joy_agents.adapters import _hf_model
 from joy_agents.config import Sample, SamplingConfig
 from joy_agents.decoding import nucleus_logits, stop_end_candidates, stop_rules
+from joy_agents.drafts import PromptLookup, accepted_length
 from joy_agents.engine_stats import EngineStats
 from joy_agents.kv_slots import SlotBatch
 from joy_agents.policy import TeamPolicy
@@ -79,6 +88,7 @@ class _Row:
     prompt: list[int]
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    lookup: PromptLookup | None = None
 
 
 @dataclass(eq=False)
@@ -213,16 +223,30 @@ class ContinuousSampler:
     ``prefix_tokens`` caps the tokens of finished rows whose KV cache is kept (least recently used first out) for
     later prompts of the same role that start with the same tokens: the next turn of an episode (its prompt is the
     last one plus the turn and what came back) and the system prompt and tools every prompt of a role starts with
-    prefill only what they add.
+    prefill only what they add. ``draft_tokens`` (0: none) drafts up to that many tokens per row and step by prompt
+    lookup while a model decodes at most ``draft_max_rows`` rows (see the module documentation).
     """
 
-    def __init__(self, team: Any, sampling: SamplingConfig, max_rows: int = 256, prefix_tokens: int = 32768) -> None:
+    def __init__(
+        self,
+        team: Any,
+        sampling: SamplingConfig,
+        max_rows: int = 256,
+        prefix_tokens: int = 32768,
+        draft_tokens: int = 0,
+        draft_max_rows: int = 16,
+    ) -> None:
         if not isinstance(sampling, SamplingConfig):
             raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
             raise ValueError(f"max_rows must be an int >= 1, got {max_rows!r}")
         if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
             raise ValueError(f"prefix_tokens must be an int >= 0 (0: keep none), got {prefix_tokens!r}")
+        if isinstance(draft_tokens, bool) or not isinstance(draft_tokens, int) or draft_tokens < 0:
+            raise ValueError(f"draft_tokens must be an int >= 0 (0: no drafts), got {draft_tokens!r}")
+        if isinstance(draft_max_rows, bool) or not isinstance(draft_max_rows, int) or draft_max_rows < 1:
+            raise ValueError(f"draft_max_rows must be an int >= 1, got {draft_max_rows!r}")
+        self.draft_tokens, self.draft_max_rows = draft_tokens, draft_max_rows
         self.team = team
         self.prefix_tokens = prefix_tokens
         self.sampling = sampling
@@ -426,6 +450,22 @@ class ContinuousSampler:
             lane.prefixes.remove(oldest)
             lane.prefix_tokens -= len(oldest.tokens)
 
+    def _drafts(self, batch: Any, live: list[int]) -> dict[int, list[int]]:
+        """Each live row's prompt-lookup draft (:class:`~joy_agents.drafts.PromptLookup`), capped so that the
+        step's tokens stay within the row's token cap."""
+        drafts: dict[int, list[int]] = {}
+        for i in live:
+            row = batch.rows[i]
+            room = min(self.draft_tokens, self.sampling.max_new_tokens - len(row.tokens) - 1)
+            if room <= 0:
+                continue
+            if row.lookup is None:
+                row.lookup = PromptLookup(row.prompt + row.tokens)
+            draft = row.lookup.draft(room)
+            if draft:
+                drafts[i] = draft
+        return drafts
+
     def _decode(self, lane: _Lane) -> list[tuple[Any, Sample]]:
         batch = lane.batch
         live = batch.live
@@ -439,40 +479,49 @@ class ContinuousSampler:
             extra["adapter_names"] = roles  # PEFT's mixed batches (LoRA variants)
         else:
             self.team._activate(first)
-        input_ids, mask, positions = batch.inputs()
+        drafts = self._drafts(batch, live) if self.draft_tokens and len(live) <= self.draft_max_rows else {}
+        input_ids, mask, positions = batch.inputs(drafts)
+        width = input_ids.shape[1]
         with stacked or contextlib.nullcontext():
             out = lane.model(
                 input_ids=input_ids,
                 attention_mask=mask,
                 position_ids=positions,
                 use_cache=True,
-                logits_to_keep=1,
+                logits_to_keep=width,
                 **extra,
             )
         self.stats.decode_forwards += 1
         self.stats.rows_decoded += len(roles)
-        tokens, logprobs = self._sample(out.logits[:, -1])  # (B,), (B,)
-        batch.advance(tokens)
+        self.stats.draft_positions += len(roles) * (width - 1)
+        logits = out.logits[:, -width:]
+        tokens, logprobs = self._sample(logits.reshape(-1, logits.shape[-1]))  # (B * width,)
+        tokens, logprobs = tokens.view(len(roles), width), logprobs.view(len(roles), width)
         ids, lps = tokens.tolist(), logprobs.tolist()  # the one host copy of the step
+        accepted = [accepted_length(drafts.get(i, ()), ids[i]) for i in range(len(roles))]
+        batch.advance(tokens[:, 0] if width == 1 else tokens, accepted)
         ends, text_stops, candidates, hidden, tail = self._end_rules(lane, first)
         done: list[tuple[int, str]] = []
         for i in live:
-            row, tok = batch.rows[i], ids[i]
-            row.tokens.append(tok)
-            row.logprobs.append(lps[i])
-            if tok in ends:
-                done.append((i, "stop"))
-            elif text_stops and (tok >= len(candidates) or candidates[tok]):
-                text = lane.tokenizer.decode(
-                    row.tokens[-tail:], skip_special_tokens=False, clean_up_tokenization_spaces=False
-                )
-                if any(s in text for s in text_stops):
-                    done.append((i, "stop"))
-                elif len(row.tokens) >= self.sampling.max_new_tokens:
-                    done.append((i, "length"))
-            elif len(row.tokens) >= self.sampling.max_new_tokens:
-                done.append((i, "length"))
+            row, kept = batch.rows[i], accepted[i]
+            if i in drafts:
+                self.stats.draft_tokens += len(drafts[i])
+                self.stats.draft_tokens_kept += kept
+            start = len(row.tokens)
+            reason = None
+            for tok, lp in zip(ids[i][: kept + 1], lps[i][: kept + 1], strict=True):
+                row.tokens.append(tok)
+                row.logprobs.append(lp)
+                reason = self._stop_reason(lane, row, tok, ends, text_stops, candidates, tail)
+                if reason:
+                    break
+            if reason:
+                done.append((i, reason))
+            elif row.lookup is not None:
+                row.lookup.extend(row.tokens[start:])
         if not done:
+            if drafts:
+                batch.remove([])  # the compaction check: drafted columns no row kept
             return []
         finished = []
         texts = lane.tokenizer.batch_decode(
@@ -489,6 +538,29 @@ class ContinuousSampler:
             self._keep_prefixes(lane, [i for i, _ in done])
         batch.remove([i for i, _ in done])
         return finished
+
+    def _stop_reason(
+        self,
+        lane: _Lane,
+        row: _Row,
+        tok: int,
+        ends: set[int],
+        text_stops: tuple[str, ...],
+        candidates: list[bool] | None,
+        tail: int,
+    ) -> str | None:
+        """``"stop"`` if ``tok`` (just appended to ``row``) ends the turn, ``"length"`` at the token cap, else None."""
+        if tok in ends:
+            return "stop"
+        if text_stops and candidates is not None and (tok >= len(candidates) or candidates[tok]):
+            text = lane.tokenizer.decode(
+                row.tokens[-tail:], skip_special_tokens=False, clean_up_tokenization_spaces=False
+            )
+            if any(s in text for s in text_stops):
+                return "stop"
+        if len(row.tokens) >= self.sampling.max_new_tokens:
+            return "length"
+        return None
 
     def _stacked(self, lane: _Lane) -> StackedLoRA | None:
         """The lane's :class:`StackedLoRA` (built once per sampler), or None where it does not apply."""
@@ -519,18 +591,23 @@ def sample_many(
     num_samples: int = 1,
     max_rows: int = 256,
     engine: str = "continuous",
+    draft_tokens: int = 0,
+    draft_max_rows: int = 16,
 ) -> list[list[Sample]]:
     """``num_samples`` samples of each ``(role, prompt_ids)`` request; ``result[i][j]`` is sample ``j`` of request
     ``i``. The ``continuous`` engine decodes every role in the same batches (:class:`ContinuousSampler`);
     ``vllm`` sends all requests in one vLLM call (:mod:`joy_agents.vllm_engine`); ``generate`` (or a model the
-    continuous engine does not support) makes one ``team.generate`` call per role."""
+    continuous engine does not support) makes one ``team.generate`` call per role. ``draft_tokens`` and
+    ``draft_max_rows``: the continuous engine's prompt-lookup drafts (:class:`ContinuousSampler`)."""
     if engine == "vllm":
         from joy_agents.vllm_engine import vllm_engine
 
         return vllm_engine(team).generate([(role, list(prompt), num_samples) for role, prompt in requests], sampling)
     if engine == "continuous" and continuous_supported(team):
         out: list[list[Any]] = [[None] * num_samples for _ in requests]
-        with ContinuousSampler(team, sampling, max_rows=max_rows) as sampler:
+        with ContinuousSampler(
+            team, sampling, max_rows=max_rows, draft_tokens=draft_tokens, draft_max_rows=draft_max_rows
+        ) as sampler:
             for i, (role, prompt) in enumerate(requests):
                 for j in range(num_samples):
                     sampler.submit(role, prompt, (i, j))

@@ -10,7 +10,12 @@ there. What makes a decode step cheap:
 * a row that finishes frees its slot (its mask row is cleared), and a joining row takes a free slot by writing
   its prefilled keys and values into it: nothing else moves;
 * the buffers grow by doubling, and the batch is compacted (live rows only, columns no live row uses cut) only
-  when a quarter of the slots are free or the live rows leave more than half of the columns unused on the left.
+  when a quarter of the slots are free, when the live rows leave more than half of the columns unused on the
+  left, or when more than half of the columns hold drafted tokens that no row kept.
+
+A step may carry drafted tokens after each row's next token (:meth:`SlotBatch.inputs`): it writes one column per
+position, and :meth:`SlotBatch.advance` masks out the columns of the drafted tokens a row did not keep. Positions
+are explicit, so a row's tokens may sit in any columns in order, holes between them masked.
 
 A free slot keeps decoding its own placeholder token until it is reused or compacted away (its outputs are
 ignored; its mask lets it attend to that token alone, so no row is ever fully masked).
@@ -18,6 +23,7 @@ ignored; its mask lets it attend to that token alone, so no row is ever fully ma
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import torch
@@ -95,6 +101,7 @@ class SlotBatch:
         self.rows: list[Any] = []
         self.starts: list[int] = []  # the first column of each slot's tokens
         self.cache: Any = None
+        self.dead = 0  # drafted columns no row kept, since the last compaction
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=device)  # (row capacity, column capacity)
         self.next_ids = torch.zeros(0, dtype=torch.long, device=device)  # (row capacity,)
         self.next_pos = torch.zeros(0, dtype=torch.long, device=device)
@@ -159,19 +166,43 @@ class SlotBatch:
                 self.rows.append(row)
                 self.starts.append(end - width)
 
-    def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``input_ids`` (B, 1), ``attention_mask`` (B, T + 1) and ``position_ids`` (B, 1) of the next decode step
-        (a column made ready for it)."""
+    def inputs(self, drafts: dict[int, list[int]] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``input_ids`` (B, 1 + K), ``attention_mask`` (B, T + 1 + K) and ``position_ids`` (B, 1 + K) of the next
+        decode step: each row's next token, then its draft (``drafts[slot]``, K the longest; shorter drafts are
+        padded with masked columns). Columns are made ready for the step."""
         b, t = len(self.rows), self.length
-        self._resize(b, t + 1)
+        k = max((len(d) for d in (drafts or {}).values()), default=0)
+        self._resize(b, t + 1 + k)
         self.mask[:b, t] = 1
-        return self.next_ids[:b, None], self.mask[:b, : t + 1], self.next_pos[:b, None]
+        if not k:
+            return self.next_ids[:b, None], self.mask[:b, : t + 1], self.next_pos[:b, None]
+        ids = torch.full((b, k), self.pad_id, dtype=torch.long)
+        used = torch.zeros((b, k), dtype=torch.long)
+        for slot, draft in (drafts or {}).items():
+            ids[slot, : len(draft)] = torch.tensor(draft, dtype=torch.long)
+            used[slot, : len(draft)] = 1
+        self.mask[:b, t + 1 : t + 1 + k] = used.to(self.device)
+        input_ids = torch.cat([self.next_ids[:b, None], ids.to(self.device)], dim=1)
+        positions = self.next_pos[:b, None] + torch.arange(1 + k, device=self.device)
+        return input_ids, self.mask[:b, : t + 1 + k], positions
 
-    def advance(self, tokens: torch.Tensor) -> None:
-        """After a decode step: ``tokens`` (B,) are the rows' next inputs, at the next positions."""
+    def advance(self, tokens: torch.Tensor, accepted: list[int] | None = None) -> None:
+        """After a decode step: ``tokens`` (B,) are the rows' next inputs, at the next positions. After a step with
+        drafts, ``tokens`` is (B, 1 + K), the samples at every position, and ``accepted[slot]`` how many drafted
+        tokens the row kept: its next input is ``tokens[slot, accepted[slot]]``, and the columns of the drafted
+        tokens it did not keep are masked out."""
         b = len(self.rows)
-        self.next_ids[:b] = tokens
-        self.next_pos[:b] += 1
+        if tokens.dim() == 1:
+            self.next_ids[:b] = tokens
+            self.next_pos[:b] += 1
+            return
+        k = tokens.shape[1] - 1
+        kept = torch.tensor(accepted, dtype=torch.long, device=self.device)  # (B,)
+        self.next_ids[:b] = tokens.gather(1, kept[:, None]).squeeze(1)
+        self.next_pos[:b] += kept + 1
+        t = self.length - k  # the first drafted column
+        self.mask[:b, t : t + k] *= (torch.arange(k, device=self.device)[None, :] < kept[:, None]).to(self.mask.dtype)
+        self.dead += k - max(accepted, default=0)
 
     def row_kv(self, slot: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The keys and values of slot ``slot``'s own tokens (padding left out), per layer: (H, L, D) copies."""
@@ -182,21 +213,23 @@ class SlotBatch:
         ]
 
     def remove(self, slots: list[int]) -> None:
-        """Free ``slots``; compact when a quarter of the slots are free, or when the live rows leave more than half
-        of the columns unused on the left (slots refilled as fast as they free up would otherwise let the width
-        grow with every step of the run)."""
+        """Free ``slots`` (none: only the compaction check); compact when a quarter of the slots are free, when the
+        live rows leave more than half of the columns unused on the left (slots refilled as fast as they free up
+        would otherwise let the width grow with every step of the run), or when more than half of the columns
+        hold drafted tokens that no row kept."""
         for i in slots:
             self.rows[i] = None
-        index = torch.tensor(slots, device=self.device)
-        self.mask[index] = 0
-        self.next_ids[index] = self.pad_id
-        self.next_pos[index] = 0
+        if slots:
+            index = torch.tensor(slots, device=self.device)
+            self.mask[index] = 0
+            self.next_ids[index] = self.pad_id
+            self.next_pos[index] = 0
         live = self.live
         if not live:
-            self.rows, self.starts, self.cache = [], [], None
+            self.rows, self.starts, self.cache, self.dead = [], [], None, 0
             return
         first = min(self.starts[i] for i in live)
-        wide = self.length >= MIN_TRIM_COLUMNS and first > self.length // 2
+        wide = self.length >= MIN_TRIM_COLUMNS and (first > self.length // 2 or 2 * self.dead > self.length)
         if len(self.rows) - len(live) > max(1, len(self.rows) // 4) or wide:
             self.compact()
 
@@ -205,21 +238,24 @@ class SlotBatch:
         live = self.live
         index = torch.tensor(live, device=self.device)
         length = self.length
-        start = min(self.starts[i] for i in live)  # the first column a live row attends to
+        columns = self.mask[index, :length].any(0).nonzero().squeeze(1)  # columns some live row attends to
+        kept = columns.tolist()
         for layer in self._layers():
-            keys, values = layer.keys[index, :, start:], layer.values[index, :, start:]
+            keys = layer.keys.index_select(0, index).index_select(2, columns)
+            values = layer.values.index_select(0, index).index_select(2, columns)
             layer.k, layer.v = _with_room(keys), _with_room(values)
             layer.rows, layer.length = len(live), keys.shape[2]
             layer._view()
         cap_rows, cap_cols = self._layers()[0].k.shape[0], self._layers()[0].k.shape[2]
         mask = self.mask.new_zeros((cap_rows, cap_cols))
-        mask[: len(live), : length - start] = self.mask[index, start:length]
+        mask[: len(live), : len(kept)] = self.mask[index][:, columns]
         ids = self.next_ids.new_full((cap_rows,), self.pad_id)
         pos = self.next_pos.new_zeros((cap_rows,))
         ids[: len(live)], pos[: len(live)] = self.next_ids[index], self.next_pos[index]
         self.mask, self.next_ids, self.next_pos = mask, ids, pos
         self.rows = [self.rows[i] for i in live]
-        self.starts = [self.starts[i] - start for i in live]
+        self.starts = [bisect.bisect_left(kept, self.starts[i]) for i in live]
+        self.dead = 0
 
 
 def _empty_like(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -125,6 +125,13 @@ class RolloutConfig:
     prefix_tokens: int = 32768
     """Tokens of finished turns whose KV cache the ``continuous`` engine keeps, so that an episode's next turn of
     the same role and prompts with the same start prefill only what is new (0: keep none)."""
+    draft_tokens: int = 3
+    """Tokens the ``continuous`` engine drafts per row and step by prompt lookup (:mod:`joy_agents.drafts`): the
+    model checks a row's next token and its draft in one forward and keeps the drafted tokens its own samples
+    reproduce, so outputs and log-probs are those of plain decoding in fewer forwards (0: no drafts)."""
+    draft_max_rows: int = 16
+    """The ``continuous`` engine drafts only while a model decodes at most this many rows: a wide batch already
+    fills a forward, and drafted positions would add to its cost (the long tail of a rollout is where they pay)."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """How the ``vllm`` engine is built (used the first time a team is sampled with it)."""
 
@@ -137,6 +144,10 @@ class RolloutConfig:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) or self.max_batch_rows < 1:
             raise ValueError(f"max_batch_rows must be an int >= 1, got {self.max_batch_rows!r}")
+        if isinstance(self.draft_tokens, bool) or not isinstance(self.draft_tokens, int) or self.draft_tokens < 0:
+            raise ValueError(f"draft_tokens must be an int >= 0 (0: no drafts), got {self.draft_tokens!r}")
+        if isinstance(self.draft_max_rows, bool) or not isinstance(self.draft_max_rows, int) or self.draft_max_rows < 1:
+            raise ValueError(f"draft_max_rows must be an int >= 1, got {self.draft_max_rows!r}")
 
 
 class RolloutEngine:
@@ -251,7 +262,12 @@ class RolloutEngine:
             sampler = VLLMSampler(self.policy, sampling, self.config.vllm)
         else:
             sampler = ContinuousSampler(
-                self.policy, sampling, max_rows=self.config.max_batch_rows, prefix_tokens=self.config.prefix_tokens
+                self.policy,
+                sampling,
+                max_rows=self.config.max_batch_rows,
+                prefix_tokens=self.config.prefix_tokens,
+                draft_tokens=self.config.draft_tokens,
+                draft_max_rows=self.config.draft_max_rows,
             )
         self.stats = sampler.stats
 

@@ -145,6 +145,16 @@ def _positive(text: str) -> int:
 _positive.__name__ = "integer >= 1"
 
 
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+_count.__name__ = "integer >= 0"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``PROG: error: ...``, exit status 2) like the rest of the CLI."""
 
@@ -239,6 +249,12 @@ def eval_main(argv: list[str] | None = None) -> None:
         help="generation engine (default: the run's rollout_engine, else continuous)",
     )
     parser.add_argument(
+        "--draft-tokens",
+        type=_count,
+        default=None,
+        help="tokens the continuous engine drafts per row and step, 0: none (default: the run's draft_tokens, else 3)",
+    )
+    parser.add_argument(
         "--env-kwargs",
         default=None,
         metavar="JSON",
@@ -296,6 +312,9 @@ def _evaluate(args: argparse.Namespace) -> None:
         raise UsageError(f"{run}/results.json names rollout_engine {engine!r}; pass --engine {'|'.join(ENGINES)}")
     if engine == "vllm" and not vllm_available():
         raise UsageError(f"--engine vllm needs vLLM, which is not installed; {INSTALL_HINT}, or --engine continuous")
+    drafts = args.draft_tokens if args.draft_tokens is not None else cfg.get("draft_tokens", 3)
+    if isinstance(drafts, bool) or not isinstance(drafts, int) or drafts < 0:
+        raise UsageError(f"{run}/results.json names draft_tokens {drafts!r}; pass --draft-tokens N (N >= 0)")
     settings = None
     if (run / "memory").is_dir():
         try:
@@ -325,6 +344,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         max_cycles=limits.max_cycles,
         max_prompt_tokens=limits.max_prompt_tokens,
         engine=engine,
+        draft_tokens=drafts,
         memory=memory,
         env_kwargs=env_kwargs,
     )

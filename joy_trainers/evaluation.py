@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from joy_agents.rollout import RolloutEngine, summarize
+from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
 from joy_trainers.generation import GenerationLimits, rollout_config
 from joy_trainers.run_config import RunConfig
 
@@ -29,14 +29,16 @@ def evaluate_team(
     max_cycles: int = 16,
     max_prompt_tokens: int = 3072,
     engine: str = "continuous",
+    draft_tokens: int = RolloutConfig.draft_tokens,
     memory: dict[str, Any] | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Metrics of ``team`` (greedy, generation ``engine``) on tasks ``0..tasks-1`` of ``split`` (all of them when
-    the split has fewer; ``episodes`` counts them) of ``joy_env.make(env_id, **env_kwargs)`` (see
-    ``results.json``); ``memory`` (role -> bank) is read for prompts, never written."""
+    """Metrics of ``team`` (greedy, generation ``engine``, ``draft_tokens`` drafted per row and step) on tasks
+    ``0..tasks-1`` of ``split`` (all of them when the split has fewer; ``episodes`` counts them) of
+    ``joy_env.make(env_id, **env_kwargs)`` (see ``results.json``); ``memory`` (role -> bank) is read for prompts,
+    never written."""
     limits = GenerationLimits(max_new_tokens, max_cycles, max_prompt_tokens)
-    config = rollout_config(limits, engine=engine)
+    config = rollout_config(limits, engine=engine, draft_tokens=draft_tokens)
     runner = RolloutEngine(team, env_id, split, seed, config, memory=memory, env_kwargs=env_kwargs)
     start = time.perf_counter()
     trajectories = runner.run(list(range(min(tasks, runner.prototype.num_tasks))))
@@ -59,6 +61,7 @@ def evaluate_config(
         n,
         seed=seed,
         engine=cfg.rollout_engine,
+        draft_tokens=cfg.draft_tokens,
         memory=memory,
         env_kwargs=cfg.env_kwargs,
         **limits,

@@ -5,7 +5,8 @@ evaluations and ``joy-eval`` sample whole turns the same way (stopping at the pr
 :data:`~joy_env.protocol.TURN_STOP`).
 
     limits = cfg.generation_limits()                       # a RunConfig's limits
-    engine = RolloutEngine(team, env_id, "train", seed, rollout_config(limits, engine=cfg.rollout_engine))
+    config = rollout_config(limits, engine=cfg.rollout_engine, draft_tokens=cfg.draft_tokens)
+    engine = RolloutEngine(team, env_id, "train", seed, config)
     engine.run(tasks, sampling_config(limits, temperature=1.2))
 """
 
@@ -36,14 +37,20 @@ def sampling_config(limits: GenerationLimits, temperature: float = 0.0, top_p: f
 
 
 def rollout_config(
-    limits: GenerationLimits, *, engine: str = "continuous", keep_snapshots: bool = False
+    limits: GenerationLimits,
+    *,
+    engine: str = "continuous",
+    keep_snapshots: bool = False,
+    draft_tokens: int = RolloutConfig.draft_tokens,
 ) -> RolloutConfig:
     """The rollout settings of episodes under ``limits`` with the generation ``engine`` (greedy unless a
-    ``run`` call passes its own sampling); ``keep_snapshots`` for node-wise branching."""
+    ``run`` call passes its own sampling); ``keep_snapshots`` for node-wise branching; ``draft_tokens`` per
+    row and step of the continuous engine (0: no drafts)."""
     return RolloutConfig(
         sampling=sampling_config(limits),
         max_cycles=limits.max_cycles,
         max_prompt_tokens=limits.max_prompt_tokens,
         keep_snapshots=keep_snapshots,
         engine=engine,
+        draft_tokens=draft_tokens,
     )

@@ -181,6 +181,8 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
             cfg.group_size,
             max_rows=engine.config.max_batch_rows,
             engine=engine.config.engine,
+            draft_tokens=engine.config.draft_tokens,
+            draft_max_rows=engine.config.draft_max_rows,
         )
         branches = [Branch(n.snapshot, s, n.memory_ids) for n, group in zip(nodes, samples, strict=True) for s in group]
         finished = engine.run(branches, state.sampling(cfg.continuation_temperature)) if branches else []

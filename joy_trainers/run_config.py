@@ -41,6 +41,9 @@ class RunConfig:
     """Generation engine of the rollouts and of every evaluation (``joy_agents.rollout.RolloutConfig.engine``):
     ``continuous`` (every live episode's turn in one decode batch), ``generate`` (one ``generate`` call per role
     per step) or ``vllm`` (needs vLLM and a team of LoRA adapters)."""
+    draft_tokens: int = 3
+    """Tokens the continuous engine drafts per row and step by prompt lookup, checked by the model in the same
+    forward (``joy_agents.rollout.RolloutConfig.draft_tokens``): the same outputs in fewer forwards (0: none)."""
     output_dir: str | None = None
     """Run directory; default ``runs/<trainer>-<timestamp>``."""
     overwrite: bool = False
@@ -50,6 +53,7 @@ class RunConfig:
         "seed": count(),
         "eval_tasks": count(),
         "max_new_tokens": positive_int(),
+        "draft_tokens": count(),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""
     RENAMED: ClassVar[dict[str, str]] = {}

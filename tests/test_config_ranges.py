@@ -15,11 +15,13 @@ from joy_trainers.grpo import GRPOConfig
 from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig
 from joy_trainers.mappo import MAPPOConfig
 from joy_trainers.rl.config import RLConfig
+from joy_trainers.run_config import RunConfig
 from joy_trainers.sft import SFTConfig
 
 CONFIGS = (SFTConfig, RLConfig, GRPOConfig, JoyAgentsGRPOConfig, MAPPOConfig)
 
 ZERO_IS_VALID = {
+    RunConfig: {"draft_tokens"},
     SFTConfig: {
         "seed",
         "rl_fraction",

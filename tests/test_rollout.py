@@ -99,7 +99,7 @@ def test_continuous_engine_decodes_all_roles_in_one_forward(distinct_team, monke
 
     monkeypatch.setattr(shared, "forward", spy)
     monkeypatch.setattr(StackedLoRA, "set_rows", rows)
-    engine = _engine(distinct_team)
+    engine = _engine(distinct_team, draft_tokens=0)  # one token per row per decode step (drafts: test_drafts.py)
     trajectories = engine.run(_mixed_starts(), SamplingConfig(0.0, 1.0, 24, ("</answer>",)))
     assert len(decodes) == engine.stats.decode_forwards and sum(decodes) == engine.stats.tokens_computed
     assert len({n.role for t in trajectories for n in t.nodes}) > 1

@@ -46,6 +46,38 @@ def test_rollout_engine_on_the_command_line():
         build_config(SFTTrainer, "tiny", None, ["rollout_engine=fast"])
 
 
+def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
+    from joy_trainers import evaluation
+
+    cfg = build_config(GRPOTrainer, "tiny", None, ["draft_tokens=5"])
+    assert cfg.draft_tokens == 5 and "draft_tokens" in RLConfig.RESUME_SAFE  # the same samples, in fewer forwards
+    limits = cfg.generation_limits()
+    assert rollout_config(limits, draft_tokens=cfg.draft_tokens).draft_tokens == 5
+    assert rollout_config(limits).draft_tokens == 3  # RolloutConfig's default
+    seen = {}
+
+    class Engine:
+        def __init__(self, team, env_id, split, seed, config, **kw):
+            seen["config"] = config
+            self.prototype = type("P", (), {"num_tasks": 0})
+
+        def run(self, starts):
+            return []
+
+    monkeypatch.setattr(evaluation, "RolloutEngine", Engine)
+    monkeypatch.setattr(evaluation, "summarize", lambda trajectories: {})
+    evaluation.evaluate_config(None, cfg, seed=0, tasks=1)
+    assert seen["config"].draft_tokens == 5
+    with pytest.raises(UsageError, match="draft_tokens"):
+        build_config(SFTTrainer, "tiny", None, ["draft_tokens=-1"])
+
+
+def test_joy_eval_draft_tokens_are_checked(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        eval_main([str(tmp_path), "--draft-tokens", "-2"])
+    assert exc.value.code == 2 and "--draft-tokens" in capsys.readouterr().err
+
+
 def test_joy_eval_engine_choices(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         eval_main([str(tmp_path), "--engine", "fast"])
@@ -79,11 +111,14 @@ def test_the_old_sft_token_cap_name_still_reads_for_one_release():
 
 
 def test_the_automatic_sft_run_gets_the_rl_runs_env():
-    cfg = GRPOConfig(env_id="joy/ecommerce-v0", env_kwargs={"source": "tau2"}, rollout_engine="generate")
+    cfg = GRPOConfig(
+        env_id="joy/ecommerce-v0", env_kwargs={"source": "tau2"}, rollout_engine="generate", draft_tokens=0
+    )
     assert auto_sft_overrides(cfg) == {
         "env_id": "joy/ecommerce-v0",
         "env_kwargs": {"source": "tau2"},
         "rollout_engine": "generate",
+        "draft_tokens": 0,
     }
     mine = GRPOConfig(env_kwargs={}, sft_overrides={"env_id": "joy/qa-v0", "sft_tasks": 5})
     assert auto_sft_overrides(mine)["env_id"] == "joy/qa-v0" and auto_sft_overrides(mine)["sft_tasks"] == 5

@@ -122,6 +122,7 @@ class RLConfig(RunConfig):
         "eval_split",
         "eval_baseline",
         "checkpoint_every",
+        "draft_tokens",
         "log_with",
         "output_dir",
         "resume",

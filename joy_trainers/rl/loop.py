@@ -107,7 +107,9 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
         cfg.env_id,
         "train",
         cfg.data_seed,
-        rollout_config(cfg.generation_limits(), engine=cfg.rollout_engine, keep_snapshots=True),
+        rollout_config(
+            cfg.generation_limits(), engine=cfg.rollout_engine, keep_snapshots=True, draft_tokens=cfg.draft_tokens
+        ),
         progress=False,
         memory=banks,
         env_kwargs=cfg.env_kwargs,

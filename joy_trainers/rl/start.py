@@ -46,6 +46,7 @@ EVALUATION_OPTIONS = (
     "eval_max_new_tokens",
     "eval_max_cycles",
     "rollout_engine",
+    "draft_tokens",
     "eval_baseline",
     "baseline_tasks",
     "output_dir",
@@ -77,7 +78,12 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
 def auto_sft_overrides(cfg: RLConfig) -> dict[str, Any]:
     """The options of the automatic SFT run that come from the RL run ``cfg``: its env, its env's options and
     its generation engine, then ``cfg.sft_overrides`` (which win)."""
-    inherited = {"env_id": cfg.env_id, "env_kwargs": dict(cfg.env_kwargs), "rollout_engine": cfg.rollout_engine}
+    inherited = {
+        "env_id": cfg.env_id,
+        "env_kwargs": dict(cfg.env_kwargs),
+        "rollout_engine": cfg.rollout_engine,
+        "draft_tokens": cfg.draft_tokens,
+    }
     return {**inherited, **cfg.sft_overrides}
 
 
