@@ -497,7 +497,8 @@ class ContinuousSampler:
         logits = out.logits[:, -width:]
         tokens, logprobs = self._sample(logits.reshape(-1, logits.shape[-1]))  # (B * width,)
         tokens, logprobs = tokens.view(len(roles), width), logprobs.view(len(roles), width)
-        ids, lps = tokens.tolist(), logprobs.tolist()  # the one host copy of the step
+        host = torch.stack([tokens.to(logprobs.dtype), logprobs]).tolist()  # the one host copy of the step
+        ids, lps = [[int(t) for t in row] for row in host[0]], host[1]  # ids < 2**24 are exact in float32
         accepted = [accepted_length(drafts.get(i, ()), ids[i]) for i in range(len(roles))]
         batch.advance(tokens[:, 0] if width == 1 else tokens, accepted)
         ends, text_stops, candidates, hidden, tail = self._end_rules(lane, first)
