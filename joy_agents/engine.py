@@ -441,7 +441,7 @@ class ContinuousSampler:
                 for e in lane.prefixes
             ):
                 continue
-            keys, values = lane.batch.row_kv(i)
+            keys, values = lane.batch.row_kv(i, limit=len(tokens))
             self._clock += 1
             lane.prefixes.append(_Prefix(row.role, tokens, keys, values, self._clock))
             lane.prefix_tokens += len(tokens)

@@ -204,9 +204,10 @@ class SlotBatch:
         self.mask[:b, t : t + k] *= (torch.arange(k, device=self.device)[None, :] < kept[:, None]).to(self.mask.dtype)
         self.dead += k - max(accepted, default=0)
 
-    def row_kv(self, slot: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """The keys and values of slot ``slot``'s own tokens (padding left out), per layer: (H, L, D) copies."""
-        columns = self.mask[slot, : self.length].nonzero().squeeze(1)
+    def row_kv(self, slot: int, limit: int | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The keys and values of slot ``slot``'s own tokens (padding left out; its first ``limit`` only, e.g. when
+        a stop inside a kept draft ended the row before the draft's last columns), per layer: (H, L, D) copies."""
+        columns = self.mask[slot, : self.length].nonzero().squeeze(1)[:limit]
         layers = self._layers()
         return [layer.keys[slot].index_select(1, columns) for layer in layers], [
             layer.values[slot].index_select(1, columns) for layer in layers

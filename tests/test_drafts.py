@@ -247,3 +247,32 @@ def test_rollouts_with_and_without_drafts_play_the_same_greedy_episodes(distinct
         RolloutConfig(draft_tokens=-1)
     with pytest.raises(ValueError, match="draft_max_rows"):
         RolloutConfig(draft_max_rows=0)
+
+
+def test_a_stop_inside_a_kept_draft_ends_the_row_there(distinct_team, monkeypatch):
+    """The drafted tokens after a stop are dropped, and the row's kept cache holds exactly its own tokens (the
+    next turn reuses it as it would after plain decoding)."""
+    team = distinct_team
+    requests = _requests(team)[:4]
+    greedy, _ = _sample(team, requests, SamplingConfig(temperature=0.0, max_new_tokens=12), draft_tokens=0)
+    stop_text = team.tokenizer.decode(greedy[0].completion_ids[4:5])
+    assert stop_text.strip()
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=12, stop=(stop_text,))
+    plain, _ = _sample(team, requests, sampling, draft_tokens=0)
+    assert plain[0].finish_reason == "stop" and len(plain[0].completion_ids) <= 5
+    answers = {tuple(p): s.completion_ids for (_, p), s in zip(requests, greedy, strict=True)}
+    monkeypatch.setattr(_Oracle, "answers", answers)  # drafts run past the stop
+    monkeypatch.setattr(engine_module, "PromptLookup", _Oracle)
+    with ContinuousSampler(team, sampling, draft_tokens=6) as sampler:
+        for i, (role, prompt) in enumerate(requests):
+            sampler.submit(role, prompt, i)
+        got = {}
+        while sampler.busy:
+            for key, sample in sampler.step():
+                got[key] = sample
+        prefixes = [e for lane in sampler._lanes.values() for e in lane.prefixes]
+    for i, want in enumerate(plain):
+        assert got[i].completion_ids == want.completion_ids and got[i].finish_reason == want.finish_reason
+    assert sampler.stats.draft_tokens_kept > 0
+    for entry in prefixes:
+        assert all(k.shape[1] == len(entry.tokens) for k in entry.keys + entry.values)
