@@ -99,11 +99,14 @@ class _Oracle:
         return out
 
 
-@pytest.mark.parametrize("wrong", [0, 3, 1])
-def test_drafted_greedy_samples_equal_plain_decoding_in_fewer_forwards(distinct_team, monkeypatch, wrong):
+@pytest.mark.parametrize("wrong, path", [(0, "stacked"), (3, "stacked"), (1, "stacked"), (3, "adapter_names")])
+def test_drafted_greedy_samples_equal_plain_decoding_in_fewer_forwards(distinct_team, monkeypatch, wrong, path):
     """Drafts that are all right, right but for every third token, or all wrong: the samples, texts and
-    log-probs are those of one token per forward; right drafts save forwards."""
+    log-probs are those of one token per forward; right drafts save forwards. ``adapter_names``: rows of mixed
+    roles through PEFT's own per-row adapters (the path of LoRA variants that StackedLoRA does not cover)."""
     team = distinct_team
+    if path == "adapter_names":
+        monkeypatch.setattr(ContinuousSampler, "_stacked", lambda self, lane: None)
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=12, stop=("</answer>",))
     requests = _requests(team)
     plain, plain_stats = _sample(team, requests, sampling, draft_tokens=0, max_rows=3)
