@@ -9,8 +9,8 @@ CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of v
   so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU (0.3 by
   default: the training model, its optimiser state and activations share the device, as in TRL's colocated mode).
   Under ``accelerate launch`` with several processes each process builds its own engine on its own GPU (vLLM's
-  ``external_launcher`` backend, seed + rank). The trainers' ``rollout_engine=vllm`` builds it with the default
-  :class:`VLLMConfig`.
+  ``external_launcher`` backend, seed + rank). The trainers' ``rollout_engine=vllm`` builds it with the run's
+  ``vllm_options`` (:meth:`VLLMConfig.from_options`).
 * **Weights follow training.** The base model of a LoRA team is frozen; only adapters change. Before each tick the
   engine compares every role's adapter parameters' version counters (bumped by each in-place write: an optimiser
   step, a ``load_state_dict``) with those it last sent. A changed adapter is written to the engine's folder and
@@ -37,7 +37,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -92,6 +92,15 @@ class VLLMConfig:
         b = self.logprob_batch
         if isinstance(b, bool) or not isinstance(b, int) or b < 1:
             raise ValueError(f"VLLMConfig.logprob_batch must be an int >= 1, got {b!r}")
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> VLLMConfig:
+        """A config from a dict of its fields (a run's ``vllm_options``); unknown names are refused by name."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise ValueError(f"unknown vLLM option(s) {unknown}; valid: {', '.join(names)}")
+        return cls(**options)
 
 
 def _lora_rank(rank: int) -> int:

@@ -33,7 +33,7 @@ import yaml
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import ENGINES
-from joy_agents.vllm_engine import INSTALL_HINT, vllm_available
+from joy_agents.vllm_engine import INSTALL_HINT, VLLMConfig, vllm_available
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import check_env_options, check_team_dir, read_results
@@ -145,16 +145,6 @@ def _positive(text: str) -> int:
 _positive.__name__ = "integer >= 1"
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
-
-
-_count.__name__ = "integer >= 0"
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``PROG: error: ...``, exit status 2) like the rest of the CLI."""
 
@@ -250,7 +240,7 @@ def eval_main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--draft-tokens",
-        type=_count,
+        type=_nonnegative,
         default=None,
         help="tokens the continuous engine drafts per row and step, 0: none (default: the run's draft_tokens, else 3)",
     )
@@ -312,6 +302,13 @@ def _evaluate(args: argparse.Namespace) -> None:
         raise UsageError(f"{run}/results.json names rollout_engine {engine!r}; pass --engine {'|'.join(ENGINES)}")
     if engine == "vllm" and not vllm_available():
         raise UsageError(f"--engine vllm needs vLLM, which is not installed; {INSTALL_HINT}, or --engine continuous")
+    vllm_options = cfg.get("vllm_options") or {}
+    try:
+        if not isinstance(vllm_options, dict):
+            raise ValueError(f"expected an object of VLLMConfig fields, got {vllm_options!r}")
+        VLLMConfig.from_options(vllm_options)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{run}/results.json: vllm_options: {exc}") from None
     drafts = args.draft_tokens if args.draft_tokens is not None else cfg.get("draft_tokens", 3)
     if isinstance(drafts, bool) or not isinstance(drafts, int) or drafts < 0:
         raise UsageError(f"{run}/results.json names draft_tokens {drafts!r}; pass --draft-tokens N (N >= 0)")
@@ -345,6 +342,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         max_prompt_tokens=limits.max_prompt_tokens,
         engine=engine,
         draft_tokens=drafts,
+        vllm_options=vllm_options,
         memory=memory,
         env_kwargs=env_kwargs,
     )

@@ -5,7 +5,9 @@ evaluations and ``joy-eval`` sample whole turns the same way (stopping at the pr
 :data:`~joy_env.protocol.TURN_STOP`).
 
     limits = cfg.generation_limits()                       # a RunConfig's limits
-    config = rollout_config(limits, engine=cfg.rollout_engine, draft_tokens=cfg.draft_tokens)
+    config = rollout_config(
+        limits, engine=cfg.rollout_engine, draft_tokens=cfg.draft_tokens, vllm_options=cfg.vllm_options
+    )
     engine = RolloutEngine(team, env_id, "train", seed, config)
     engine.run(tasks, sampling_config(limits, temperature=1.2))
 """
@@ -13,9 +15,11 @@ evaluations and ``joy-eval`` sample whole turns the same way (stopping at the pr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from joy_agents.config import SamplingConfig
 from joy_agents.rollout import RolloutConfig
+from joy_agents.vllm_engine import VLLMConfig
 from joy_env.protocol import TURN_STOP
 
 
@@ -42,10 +46,12 @@ def rollout_config(
     engine: str = "continuous",
     keep_snapshots: bool = False,
     draft_tokens: int = RolloutConfig.draft_tokens,
+    vllm_options: dict[str, Any] | None = None,
 ) -> RolloutConfig:
     """The rollout settings of episodes under ``limits`` with the generation ``engine`` (greedy unless a
     ``run`` call passes its own sampling); ``keep_snapshots`` for node-wise branching; ``draft_tokens`` per
-    row and step of the continuous engine (0: no drafts)."""
+    row and step of the continuous engine (0: no drafts); ``vllm_options``: how the ``vllm`` engine is built
+    (:class:`~joy_agents.vllm_engine.VLLMConfig` fields)."""
     return RolloutConfig(
         sampling=sampling_config(limits),
         max_cycles=limits.max_cycles,
@@ -53,4 +59,5 @@ def rollout_config(
         keep_snapshots=keep_snapshots,
         engine=engine,
         draft_tokens=draft_tokens,
+        vllm=VLLMConfig.from_options(vllm_options or {}),
     )

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import joy_env
 from joy_agents.rollout import ENGINES
-from joy_agents.vllm_engine import INSTALL_HINT, vllm_available
+from joy_agents.vllm_engine import INSTALL_HINT, VLLMConfig, vllm_available
 from joy_trainers.checks import env_kwargs_problem
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.options import config_from_dict
@@ -41,6 +41,9 @@ class RunConfig:
     """Generation engine of the rollouts and of every evaluation (``joy_agents.rollout.RolloutConfig.engine``):
     ``continuous`` (every live episode's turn in one decode batch), ``generate`` (one ``generate`` call per role
     per step) or ``vllm`` (needs vLLM and a team of LoRA adapters)."""
+    vllm_options: dict[str, Any] = field(default_factory=dict)
+    """How the ``vllm`` engine is built (``joy_agents.vllm_engine.VLLMConfig`` fields), e.g.
+    ``--set vllm_options='{"gpu_memory_utilization": 0.5}'``; used with ``rollout_engine=vllm``."""
     draft_tokens: int = 3
     """Tokens the continuous engine drafts per row and step by prompt lookup, checked by the model in the same
     forward (``joy_agents.rollout.RolloutConfig.draft_tokens``): the same outputs in fewer forwards (0: none)."""
@@ -71,6 +74,10 @@ class RunConfig:
                 f"rollout_engine must be one of {', '.join(ENGINES)}, got {self.rollout_engine!r}; e.g. "
                 "--set rollout_engine=continuous"
             )
+        try:
+            VLLMConfig.from_options(self.vllm_options)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"vllm_options: {exc}") from None
         if self.rollout_engine == "vllm" and not vllm_available():
             raise ValueError(
                 f"rollout_engine=vllm needs vLLM, which is not installed; {INSTALL_HINT}, or --set "

@@ -125,6 +125,30 @@ def test_joy_eval_mistakes(capsys, finished_run, tmp_path):
     assert "does not exist" in line
 
 
+def test_joy_eval_refuses_bad_engine_settings_in_a_runs_results(capsys, finished_run):
+    saved = json.loads((finished_run / "results.json").read_text())
+    for key, value, expected in (
+        ("draft_tokens", -1, "draft_tokens -1"),
+        ("draft_tokens", "3", "draft_tokens '3'"),
+        ("vllm_options", {"gpu": 1}, "unknown vLLM option(s) ['gpu']"),
+        ("vllm_options", [1], "expected an object of VLLMConfig fields"),
+    ):
+        config = {**saved["config"], key: value}
+        (finished_run / "results.json").write_text(json.dumps({**saved, "config": config}))
+        line = _error(capsys, eval_main, [str(finished_run), "--tasks", "1"])
+        assert "results.json" in line and expected in line
+
+
+def test_joy_eval_draft_tokens_reach_the_engine(finished_run, monkeypatch):
+    from joy_trainers import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "evaluate_team", lambda *a, **kw: seen.append(kw) or {"success_rate": 0.0})
+    eval_main([str(finished_run), "--tasks", "1"])
+    eval_main([str(finished_run), "--tasks", "1", "--draft-tokens", "0"])
+    assert [kw["draft_tokens"] for kw in seen] == [3, 0] and seen[0]["vllm_options"] == {}
+
+
 def test_joy_eval_on_a_half_written_run(capsys, finished_run):
     text = (finished_run / "results.json").read_text()
     (finished_run / "results.json").write_text(text[: len(text) // 2])

@@ -72,6 +72,35 @@ def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
         build_config(SFTTrainer, "tiny", None, ["draft_tokens=-1"])
 
 
+def test_vllm_options_build_the_vllm_engine_of_rollouts_and_evaluations(monkeypatch):
+    from joy_agents.vllm_engine import VLLMConfig
+    from joy_trainers import evaluation
+
+    cfg = build_config(GRPOTrainer, "tiny", None, ['vllm_options={"gpu_memory_utilization": 0.55, "seed": 3}'])
+    assert cfg.vllm_options == {"gpu_memory_utilization": 0.55, "seed": 3}
+    vllm = rollout_config(cfg.generation_limits(), vllm_options=cfg.vllm_options).vllm
+    assert vllm == VLLMConfig(gpu_memory_utilization=0.55, seed=3)
+    assert rollout_config(cfg.generation_limits()).vllm == VLLMConfig()
+    seen = {}
+
+    class Engine:
+        def __init__(self, team, env_id, split, seed, config, **kw):
+            seen["config"] = config
+            self.prototype = type("P", (), {"num_tasks": 0})
+
+        def run(self, starts):
+            return []
+
+    monkeypatch.setattr(evaluation, "RolloutEngine", Engine)
+    monkeypatch.setattr(evaluation, "summarize", lambda trajectories: {})
+    evaluation.evaluate_config(None, cfg, seed=0, tasks=1)
+    assert seen["config"].vllm == vllm
+    with pytest.raises(UsageError, match=r"vllm_options: unknown vLLM option\(s\) \['gpu_memory'\]; valid: "):
+        build_config(GRPOTrainer, "tiny", None, ['vllm_options={"gpu_memory": 0.5}'])
+    with pytest.raises(UsageError, match=r"vllm_options: VLLMConfig.gpu_memory_utilization must be in \(0, 1\]"):
+        build_config(SFTTrainer, "tiny", None, ['vllm_options={"gpu_memory_utilization": 2}'])
+
+
 def test_joy_eval_draft_tokens_are_checked(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         eval_main([str(tmp_path), "--draft-tokens", "-2"])
@@ -119,6 +148,7 @@ def test_the_automatic_sft_run_gets_the_rl_runs_env():
         "env_kwargs": {"source": "tau2"},
         "rollout_engine": "generate",
         "draft_tokens": 0,
+        "vllm_options": {},
     }
     mine = GRPOConfig(env_kwargs={}, sft_overrides={"env_id": "joy/qa-v0", "sft_tasks": 5})
     assert auto_sft_overrides(mine)["env_id"] == "joy/qa-v0" and auto_sft_overrides(mine)["sft_tasks"] == 5

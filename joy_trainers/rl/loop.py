@@ -33,7 +33,7 @@ from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutEngine
 from joy_agents.sft_data import split_train_tasks
-from joy_agents.vllm_engine import vllm_engine
+from joy_agents.vllm_engine import VLLMConfig, vllm_engine
 from joy_trainers.checks import check_env_options, check_sft_run, sft_env_mismatch
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
@@ -99,7 +99,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
         barrier()
     team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
     if cfg.rollout_engine == "vllm":  # built by every process at once (vLLM forms its groups over all of them)
-        vllm_engine(team)
+        vllm_engine(team, VLLMConfig.from_options(cfg.vllm_options))
     optimizers = make_optimizers(team, cfg.lr)
     banks = {r: MemoryBank(r, memory) for r in team.roles} if memory is not None and memory.enabled else {}
     engine = RolloutEngine(
@@ -108,7 +108,11 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
         "train",
         cfg.data_seed,
         rollout_config(
-            cfg.generation_limits(), engine=cfg.rollout_engine, keep_snapshots=True, draft_tokens=cfg.draft_tokens
+            cfg.generation_limits(),
+            engine=cfg.rollout_engine,
+            keep_snapshots=True,
+            draft_tokens=cfg.draft_tokens,
+            vllm_options=cfg.vllm_options,
         ),
         progress=False,
         memory=banks,
