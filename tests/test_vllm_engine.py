@@ -126,3 +126,17 @@ def test_each_process_of_a_distributed_run_builds_its_own_engine(stand_in_vllm, 
     VLLMEngine(team, VLLMConfig(seed=3))
     (llm,) = stand_in_vllm.LLM.instances
     assert llm.options["distributed_executor_backend"] == "external_launcher" and llm.options["seed"] == 4
+
+
+def test_a_runs_vllm_options_build_its_engine(stand_in_vllm, sft_run, tmp_path):
+    """``rollout_engine=vllm`` with ``vllm_options``: the run's engine is built with them, in ``prepare``."""
+    from quick_runs import QuickTrainer, quick_values
+
+    from joy_trainers.grpo import GRPOConfig
+
+    options = {"gpu_memory_utilization": 0.55, "seed": 7, "enforce_eager": True}
+    values = quick_values(sft_run, tmp_path / "run", rollout_engine="vllm", vllm_options=options)
+    QuickTrainer(GRPOConfig.from_dict({**values, "steps_per_iteration": 1})).train()
+    (llm,) = stand_in_vllm.LLM.instances
+    assert llm.options["gpu_memory_utilization"] == 0.55 and llm.options["seed"] == 7
+    assert llm.options["enforce_eager"] is True
