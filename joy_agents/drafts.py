@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["PromptLookup", "accepted_length"]
+__all__ = ["PromptLookup", "accepted_length", "step_width"]
 
 
 class PromptLookup:
@@ -68,3 +68,13 @@ def accepted_length(draft: Sequence[int], sampled: Sequence[int]) -> int:
     while a < len(draft) and sampled[a] == draft[a]:
         a += 1
     return a
+
+
+def step_width(lengths: Sequence[int], rows: int) -> int:
+    """The draft width of a decode step of ``rows`` rows whose drafts have ``lengths``: the longest width that at
+    least half of the rows fill (0: no drafts this step). Every row computes the step's width, so a draft that
+    few rows share would mostly compute padding; at this width at most half of the drafted positions are
+    padding."""
+    ordered = sorted(lengths, reverse=True)
+    need = (rows + 1) // 2
+    return ordered[need - 1] if 0 < need <= len(ordered) else 0

@@ -23,7 +23,9 @@ runs ONE decode forward per model over every running row and returns the samples
   sample at every drafted position, and the row keeps the drafted tokens up to the first sample that differs,
   which it keeps in their place. The samples and log-probs are those of one token per forward; an agent's turn
   copies ids, names and JSON from its context, so the long tail of a rollout (a few long episodes decoding
-  alone) runs in fewer forwards. The columns of rejected drafts are masked out, and cut at the next compaction.
+  alone) runs in fewer forwards. A step's drafts are cut to the width that at least half of the running rows
+  fill, so that padding never outweighs the drafted positions. The columns of rejected drafts are masked out,
+  and cut at the next compaction.
 
 Sampling is that of :meth:`~joy_agents.policy.TeamPolicy.generate`: ``temperature == 0`` is greedy, otherwise
 ``softmax(logits / temperature)`` within the ``top_p`` nucleus; ``Sample.logprobs`` are ``log_softmax(logits /
@@ -53,7 +55,7 @@ import torch
 from joy_agents.adapters import _hf_model
 from joy_agents.config import Sample, SamplingConfig
 from joy_agents.decoding import nucleus_logits, stop_end_candidates, stop_rules
-from joy_agents.drafts import PromptLookup, accepted_length
+from joy_agents.drafts import PromptLookup, accepted_length, step_width
 from joy_agents.engine_stats import EngineStats
 from joy_agents.kv_slots import SlotBatch
 from joy_agents.policy import TeamPolicy
@@ -452,7 +454,8 @@ class ContinuousSampler:
 
     def _drafts(self, batch: Any, live: list[int]) -> dict[int, list[int]]:
         """Each live row's prompt-lookup draft (:class:`~joy_agents.drafts.PromptLookup`), capped so that the
-        step's tokens stay within the row's token cap."""
+        step's tokens stay within the row's token cap, and cut to the width at least half of the rows fill
+        (:func:`~joy_agents.drafts.step_width`)."""
         drafts: dict[int, list[int]] = {}
         for i in live:
             row = batch.rows[i]
@@ -464,7 +467,8 @@ class ContinuousSampler:
             draft = row.lookup.draft(room)
             if draft:
                 drafts[i] = draft
-        return drafts
+        width = step_width([len(d) for d in drafts.values()], len(live))
+        return {i: d[:width] for i, d in drafts.items()} if width else {}
 
     def _decode(self, lane: _Lane) -> list[tuple[Any, Sample]]:
         batch = lane.batch

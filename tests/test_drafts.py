@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from joy_agents import engine as engine_module
-from joy_agents.drafts import PromptLookup, accepted_length
+from joy_agents.drafts import PromptLookup, accepted_length, step_width
 from joy_agents.engine import ContinuousSampler
 from joy_agents.policy import SamplingConfig
 from joy_agents.rollout import RolloutConfig, RolloutEngine
@@ -55,6 +55,14 @@ def test_accepted_length_is_the_run_of_samples_that_reproduce_the_draft():
     assert accepted_length([4, 5, 6], [4, 8, 6, 9]) == 1  # 8 replaces 5 and ends the step
     assert accepted_length([4, 5, 6], [7, 5, 6, 9]) == 0
     assert accepted_length([], [3]) == 0
+
+
+def test_a_steps_draft_width_is_what_half_of_its_rows_fill():
+    assert step_width([3, 1], rows=4) == 1  # two of four rows draft at least 1 token
+    assert step_width([3, 2, 1], rows=4) == 2
+    assert step_width([3], rows=4) == 0  # one row of four: its draft would be mostly padding
+    assert step_width([3], rows=1) == 3 and step_width([3], rows=2) == 3
+    assert step_width([], rows=3) == 0
 
 
 def _prompt(team, role, text):
@@ -168,7 +176,7 @@ def test_drafted_samples_keep_the_models_distribution(distinct_team, monkeypatch
         samples, stats = _sample(team, [("qa", prompt)] * 400, sampling, draft_tokens=draft_tokens, draft_max_rows=512)
         rates[draft_tokens] = sum(s.completion_ids[0] == favourite for s in samples) / len(samples)
     assert abs(rates[1] - 0.5) < 0.1 and abs(rates[0] - 0.5) < 0.1  # 400 draws: 4 standard deviations
-    assert stats.draft_tokens_kept == sum(s.completion_ids[0] == favourite for s in samples)
+    assert 0 < stats.draft_tokens_kept <= sum(s.completion_ids[0] == favourite for s in samples)
 
 
 def test_sampled_drafted_logprobs_are_the_teacher_forced_ones(distinct_team, monkeypatch):
