@@ -19,8 +19,8 @@ per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured i
   (a per-role call computes rows x its longest row; ``rows_per_call_ratio`` = continuous over per-role).
 * ``longest_episode_tokens``: the generated tokens of the longest episode, which decode one after another: no
   engine that decodes a token per row per forward needs fewer decode forwards (compare ``decode_forwards``).
-* Drafts: the continuous engine runs with ``--draft-tokens`` prompt-lookup drafts per row and step (the
-  default of ``RolloutConfig``), and again without (``continuous_no_drafts_*``, whose ``decode_forwards`` is at
+* Drafts: the continuous engine runs with ``--draft-tokens`` prompt-lookup drafts per row and step while at most
+  ``--draft-max-rows`` rows run (the defaults of ``RolloutConfig``), and again without (``continuous_no_drafts_*``, whose ``decode_forwards`` is at
   least ``longest_episode_tokens``); ``ratio_drafts_vs_no_drafts`` is their tokens/s ratio, and
   ``continuous.draft_tokens`` / ``draft_tokens_kept`` count the drafted tokens and those the samples reproduced.
 * ``same_greedy_episodes``: share of episodes whose turns (role, tokens) are the same under both engines
@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--lora-r", type=int, default=4, help="LoRA rank (the tiny preset's)")
     parser.add_argument(
         "--draft-tokens", type=int, default=3, help="the continuous engine's drafts per row and step (RolloutConfig)"
+    )
+    parser.add_argument(
+        "--draft-max-rows", type=int, default=64, help="rows up to which the engine drafts (RolloutConfig)"
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="timed runs of each continuous setting, alternating (best time kept)"
@@ -145,6 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
             max_prompt_tokens=args.max_prompt_tokens,
             engine=kind,
             draft_tokens=draft_tokens,
+            draft_max_rows=args.draft_max_rows,
         )
         engine = RolloutEngine(team, args.env, "test", args.seed, config, progress=False)
         engine.run(starts[:2])  # warm-up
@@ -244,6 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
         "continuous_tokens": fast_tokens,
         "continuous_tokens_per_s": continuous_tps,
         "draft_tokens": args.draft_tokens,
+        "draft_max_rows": args.draft_max_rows,
         "continuous_no_drafts_s": plain_s,
         "continuous_no_drafts_tokens_per_s": sum(t.generated_tokens for t in undrafted) / plain_s,
         "ratio_drafts_vs_no_drafts": plain_s

@@ -236,7 +236,7 @@ class ContinuousSampler:
         max_rows: int = 256,
         prefix_tokens: int = 32768,
         draft_tokens: int = 0,
-        draft_max_rows: int = 16,
+        draft_max_rows: int = 64,
     ) -> None:
         if not isinstance(sampling, SamplingConfig):
             raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
@@ -597,7 +597,7 @@ def sample_many(
     max_rows: int = 256,
     engine: str = "continuous",
     draft_tokens: int = 0,
-    draft_max_rows: int = 16,
+    draft_max_rows: int = 64,
 ) -> list[list[Sample]]:
     """``num_samples`` samples of each ``(role, prompt_ids)`` request; ``result[i][j]`` is sample ``j`` of request
     ``i``. The ``continuous`` engine decodes every role in the same batches (:class:`ContinuousSampler`);

@@ -129,9 +129,11 @@ class RolloutConfig:
     """Tokens the ``continuous`` engine drafts per row and step by prompt lookup (:mod:`joy_agents.drafts`): the
     model checks a row's next token and its draft in one forward and keeps the drafted tokens its own samples
     reproduce, so outputs and log-probs are those of plain decoding in fewer forwards (0: no drafts)."""
-    draft_max_rows: int = 16
-    """The ``continuous`` engine drafts only while a model decodes at most this many rows: a wide batch already
-    fills a forward, and drafted positions would add to its cost (the long tail of a rollout is where they pay)."""
+    draft_max_rows: int = 64
+    """The ``continuous`` engine drafts only while a model decodes at most this many rows: a wide enough batch
+    fills a forward by itself, and drafted positions would add to its cost (the long tail of a rollout, a few long
+    episodes decoding alone, is where drafts pay most). Measured on a CPU only (docs/results.md); on a GPU the
+    best value depends on the model."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """How the ``vllm`` engine is built (used the first time a team is sampled with it)."""
 
