@@ -20,9 +20,10 @@ per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured i
 * ``longest_episode_tokens``: the generated tokens of the longest episode, which decode one after another: no
   engine that decodes a token per row per forward needs fewer decode forwards (compare ``decode_forwards``).
 * Drafts: the continuous engine runs with ``--draft-tokens`` prompt-lookup drafts per row and step while at most
-  ``--draft-max-rows`` rows run (the defaults of ``RolloutConfig``), and again without (``continuous_no_drafts_*``, whose ``decode_forwards`` is at
-  least ``longest_episode_tokens``); ``ratio_drafts_vs_no_drafts`` is their tokens/s ratio, and
-  ``continuous.draft_tokens`` / ``draft_tokens_kept`` count the drafted tokens and those the samples reproduced.
+  ``--draft-max-rows`` rows run (the defaults of ``RolloutConfig``), and again without
+  (``continuous_no_drafts_*``, whose ``decode_forwards`` is at least ``longest_episode_tokens``);
+  ``ratio_drafts_vs_no_drafts`` is their tokens/s ratio, and ``continuous.draft_tokens`` / ``draft_tokens_kept``
+  count the drafted tokens and those the samples reproduced.
 * ``same_greedy_episodes``: share of episodes whose turns (role, tokens) are the same under both engines
   (``same_greedy_episodes_drafts``: with drafts and without).
 * ``--repeats N``: every timing (continuous with and without drafts, per role, bare ``generate``) runs N times
