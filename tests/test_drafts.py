@@ -75,15 +75,20 @@ def _requests(team):
     return [(team.roles[i % 5], _prompt(team, team.roles[i % 5], text.format(i=i))) for i in range(7)]
 
 
-def _sample(team, requests, sampling, **kw):
+def _run(team, requests, sampling, **kw):
+    """The samples of ``requests`` (one each) by a ContinuousSampler of options ``kw``, and the sampler."""
     with ContinuousSampler(team, sampling, **kw) as sampler:
         for i, (role, prompt) in enumerate(requests):
             sampler.submit(role, prompt, i)
         got = {}
         while sampler.busy:
-            for key, sample in sampler.step():
-                got[key] = sample
-    return [got[i] for i in range(len(requests))], sampler.stats
+            got.update(sampler.step())  # (key, sample) pairs
+    return [got[i] for i in range(len(requests))], sampler
+
+
+def _sample(team, requests, sampling, **kw):
+    samples, sampler = _run(team, requests, sampling, **kw)
+    return samples, sampler.stats
 
 
 class _Oracle:
@@ -135,6 +140,22 @@ def test_drafted_greedy_samples_equal_plain_decoding_in_fewer_forwards(distinct_
         assert stats.draft_tokens_kept == 0
 
 
+def _repeating(token):
+    """A drafter class that always proposes ``token`` (in place of PromptLookup)."""
+
+    class Repeating:
+        def __init__(self, tokens):
+            pass
+
+        def extend(self, tokens):
+            pass
+
+        def draft(self, k):
+            return [token] * k
+
+    return Repeating
+
+
 def _favourite(team, role, prompt, probability):
     """The likeliest next token of ``prompt`` and the temperature at which it has ``probability``."""
     with torch.no_grad(), team.use_role(role) as model:
@@ -159,17 +180,7 @@ def test_drafted_samples_keep_the_models_distribution(distinct_team, monkeypatch
     favourite, temperature = _favourite(team, "qa", prompt, 0.5)
     sampling = SamplingConfig(temperature=temperature, max_new_tokens=2)
 
-    class Fixed:
-        def __init__(self, tokens):
-            pass
-
-        def extend(self, tokens):
-            pass
-
-        def draft(self, k):
-            return [favourite] * k
-
-    monkeypatch.setattr(engine_module, "PromptLookup", Fixed)
+    monkeypatch.setattr(engine_module, "PromptLookup", _repeating(favourite))
     rates = {}
     for draft_tokens in (0, 1):
         torch.manual_seed(0)
@@ -211,17 +222,7 @@ def test_columns_of_rejected_drafts_are_compacted_away(distinct_team, monkeypatc
     requests = _requests(team)[:3]
     plain, _ = _sample(team, requests, sampling, draft_tokens=0)
 
-    class Wrong:
-        def __init__(self, tokens):
-            pass
-
-        def extend(self, tokens):
-            pass
-
-        def draft(self, k):
-            return [1] * k  # never the model's choice here
-
-    monkeypatch.setattr(engine_module, "PromptLookup", Wrong)
+    monkeypatch.setattr(engine_module, "PromptLookup", _repeating(1))  # never the model's choice here
     monkeypatch.setattr(kv_slots, "MIN_TRIM_COLUMNS", 8)
     widths = []
     original = kv_slots.SlotBatch.compact
@@ -274,14 +275,8 @@ def test_a_stop_inside_a_kept_draft_ends_the_row_there(distinct_team, monkeypatc
     answers = {tuple(p): s.completion_ids for (_, p), s in zip(requests, greedy, strict=True)}
     monkeypatch.setattr(_Oracle, "answers", answers)  # drafts run past the stop
     monkeypatch.setattr(engine_module, "PromptLookup", _Oracle)
-    with ContinuousSampler(team, sampling, draft_tokens=6) as sampler:
-        for i, (role, prompt) in enumerate(requests):
-            sampler.submit(role, prompt, i)
-        got = {}
-        while sampler.busy:
-            for key, sample in sampler.step():
-                got[key] = sample
-        prefixes = [e for lane in sampler._lanes.values() for e in lane.prefixes]
+    got, sampler = _run(team, requests, sampling, draft_tokens=6)
+    prefixes = [e for lane in sampler._lanes.values() for e in lane.prefixes]
     for i, want in enumerate(plain):
         assert got[i].completion_ids == want.completion_ids and got[i].finish_reason == want.finish_reason
     assert sampler.stats.draft_tokens_kept > 0

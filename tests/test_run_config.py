@@ -46,14 +46,10 @@ def test_rollout_engine_on_the_command_line():
         build_config(SFTTrainer, "tiny", None, ["rollout_engine=fast"])
 
 
-def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
+def _evaluation_rollout_config(monkeypatch, cfg):
+    """The RolloutConfig a run's evaluation (``evaluate_config``) plays its episodes with."""
     from joy_trainers import evaluation
 
-    cfg = build_config(GRPOTrainer, "tiny", None, ["draft_tokens=5"])
-    assert cfg.draft_tokens == 5 and "draft_tokens" in RLConfig.RESUME_SAFE  # the same samples, in fewer forwards
-    limits = cfg.generation_limits()
-    assert rollout_config(limits, draft_tokens=cfg.draft_tokens).draft_tokens == 5
-    assert rollout_config(limits).draft_tokens == 3  # RolloutConfig's default
     seen = {}
 
     class Engine:
@@ -67,34 +63,29 @@ def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
     monkeypatch.setattr(evaluation, "RolloutEngine", Engine)
     monkeypatch.setattr(evaluation, "summarize", lambda trajectories: {})
     evaluation.evaluate_config(None, cfg, seed=0, tasks=1)
-    assert seen["config"].draft_tokens == 5
+    return seen["config"]
+
+
+def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
+    cfg = build_config(GRPOTrainer, "tiny", None, ["draft_tokens=5"])
+    assert cfg.draft_tokens == 5 and "draft_tokens" in RLConfig.RESUME_SAFE  # the same samples, in fewer forwards
+    limits = cfg.generation_limits()
+    assert rollout_config(limits, draft_tokens=cfg.draft_tokens).draft_tokens == 5
+    assert rollout_config(limits).draft_tokens == 3  # RolloutConfig's default
+    assert _evaluation_rollout_config(monkeypatch, cfg).draft_tokens == 5
     with pytest.raises(UsageError, match="draft_tokens"):
         build_config(SFTTrainer, "tiny", None, ["draft_tokens=-1"])
 
 
 def test_vllm_options_build_the_vllm_engine_of_rollouts_and_evaluations(monkeypatch):
     from joy_agents.vllm_engine import VLLMConfig
-    from joy_trainers import evaluation
 
     cfg = build_config(GRPOTrainer, "tiny", None, ['vllm_options={"gpu_memory_utilization": 0.55, "seed": 3}'])
     assert cfg.vllm_options == {"gpu_memory_utilization": 0.55, "seed": 3}
     vllm = rollout_config(cfg.generation_limits(), vllm_options=cfg.vllm_options).vllm
     assert vllm == VLLMConfig(gpu_memory_utilization=0.55, seed=3)
     assert rollout_config(cfg.generation_limits()).vllm == VLLMConfig()
-    seen = {}
-
-    class Engine:
-        def __init__(self, team, env_id, split, seed, config, **kw):
-            seen["config"] = config
-            self.prototype = type("P", (), {"num_tasks": 0})
-
-        def run(self, starts):
-            return []
-
-    monkeypatch.setattr(evaluation, "RolloutEngine", Engine)
-    monkeypatch.setattr(evaluation, "summarize", lambda trajectories: {})
-    evaluation.evaluate_config(None, cfg, seed=0, tasks=1)
-    assert seen["config"].vllm == vllm
+    assert _evaluation_rollout_config(monkeypatch, cfg).vllm == vllm
     with pytest.raises(UsageError, match=r"vllm_options: unknown vLLM option\(s\) \['gpu_memory'\]; valid: "):
         build_config(GRPOTrainer, "tiny", None, ['vllm_options={"gpu_memory": 0.5}'])
     with pytest.raises(UsageError, match=r"vllm_options: VLLMConfig.gpu_memory_utilization must be in \(0, 1\]"):
