@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--draft-max-rows", type=int, default=64, help="rows up to which the engine drafts (RolloutConfig)"
     )
     parser.add_argument(
-        "--repeats", type=int, default=1, help="timed runs of each continuous setting, alternating (best time kept)"
+        "--repeats", type=int, default=1, help="timed runs of every setting, in turn (each keeps its best time)"
     )
     parser.add_argument("--group-size", type=int, default=5, help="G of the node-wise sampling figure")
     parser.add_argument("--node-tasks", type=int, default=6, help="expert trajectories branched")
