@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS: dict[str, dict[str, list[str]]] = {
     "env_speed": {"quick": ["--episodes", "300", "--repeats", "100"], "full": []},
     "rollout_throughput": {"quick": ["--episodes", "8"], "full": []},
+    "decode_step": {"quick": ["--steps", "5"], "full": []},
     "sampling_cost": {"quick": ["--tasks", "2"], "full": []},
     "sft_rows": {"quick": ["--tasks", "50", "--repeats", "3"], "full": []},
     "sft_speed": {"quick": ["--tasks", "40"], "full": []},
@@ -50,6 +51,8 @@ HEADLINES: list[tuple[str, str, str, str]] = [
     ("rollout_throughput", "ratio_vs_generate", "continuous engine over bare generate, same calls", ">= 2"),
     ("rollout_throughput", "rows_per_call_ratio", "rows per decode forward, continuous over per role", ""),
     ("rollout_throughput", "adapter_team_memory_ratio", "5-adapter team memory over one model", "<= 1.2"),
+    ("decode_step", "adapter_kernels_per_layer.stacked_mixed", "adapter kernels per layer, rows of every role", ""),
+    ("decode_step", "adapter_kernels_per_layer.peft_one_adapter", "adapter kernels per layer, PEFT, one role", ""),
     ("sampling_cost", "nodewise_continuations", "node-wise continuations run", ""),
     ("sampling_cost", "joint_trajectories", "joint trajectories for the same choices", ""),
     ("sampling_cost", "joint_over_nodewise", "joint over node-wise samples", ""),

@@ -5,9 +5,9 @@ the default). Requests (a role and its prompt ids) are submitted at any time; ea
 runs ONE decode forward per model over every running row and returns the samples that finished in it:
 
 * **one batch for all roles**: roles that share the base model (one LoRA adapter each) decode together, each
-  row through its own adapter (:class:`StackedLoRA`: every role's adapter in two matrix products per layer;
-  PEFT's ``adapter_names=`` for LoRA variants it does not cover); a role with a separate model has a batch (a
-  *lane*) of its own;
+  row through its own adapter (:class:`~joy_agents.stacked_lora.StackedLoRA`: every role's adapter in a few
+  kernels per layer; PEFT's ``adapter_names=`` for LoRA variants it does not cover); a role with a separate
+  model has a batch (a *lane*) of its own;
 * **rows that finish make room**: a row leaves the batch at its stop token or its token cap and frees its slot of
   the KV cache, and waiting requests join at the next step (their prompts prefilled, a prompt shared by several
   rows and the start that the joiners of a role share computed once, :func:`~joy_agents.prefill.prefill_shared`);
@@ -60,6 +60,7 @@ from joy_agents.engine_stats import EngineStats
 from joy_agents.kv_slots import SlotBatch
 from joy_agents.policy import TeamPolicy
 from joy_agents.prefill import _cache_argument, plain_layout, prefill_shared, prompt_layout
+from joy_agents.stacked_lora import StackedLoRA
 
 MIN_REUSE = 16
 """Fewest first tokens a prompt must share with a kept prefix for its cache to be reused."""
@@ -136,86 +137,6 @@ def _left_pad_to(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
     shape = list(t.shape)
     shape[dim] = extra
     return torch.cat([t.new_zeros(shape), t], dim=dim)
-
-
-class StackedLoRA:
-    """Every role's LoRA adapter of a ``PeftModel`` applied to a mixed batch in one pass per layer.
-
-    For each LoRA linear layer the roles' ``A`` matrices are stacked into one (sum of ranks x in) matrix and their
-    ``B`` matrices, scaled, into one (out x sum of ranks) matrix; a row keeps only its own role's block of the
-    low-rank activations (a 0/1 mask), so ``base(x) + B_all (mask * A_all x)`` is exactly each row's own
-    ``base(x) + scaling * B_role A_role x``: two matrix products per layer whatever the number of roles, where
-    PEFT's ``adapter_names`` path runs a gather, two products and a scatter per role present. A snapshot of the
-    weights: build it anew after the adapters change. :meth:`supported` is False for LoRA variants (DoRA, ...),
-    LoRA biases or merged adapters, which the ``adapter_names`` path handles.
-    """
-
-    def __init__(self, peft_model: torch.nn.Module, roles: tuple[str, ...]) -> None:
-        from peft.tuners.lora.layer import Linear as LoraLinear
-
-        self.roles = roles
-        self.layers: list[tuple[torch.nn.Module, torch.Tensor, torch.Tensor]] = []
-        self.supported = True
-        blocks: list[int] | None = None
-        for module in peft_model.modules():
-            if not isinstance(module, LoraLinear):
-                continue
-            if module.merged or module.disable_adapters or any(r in module.lora_variant for r in roles):
-                self.supported = False
-                return
-            a_parts, b_parts, ranks = [], [], []
-            for role in roles:
-                if role not in module.lora_A:
-                    self.supported = False
-                    return
-                a, b = module.lora_A[role].weight, module.lora_B[role]
-                if b.bias is not None:
-                    self.supported = False
-                    return
-                a_parts.append(a.detach())
-                b_parts.append(b.weight.detach() * module.scaling[role])
-                ranks.append(a.shape[0])
-            if blocks is None:
-                blocks = ranks
-            elif blocks != ranks:
-                self.supported = False
-                return
-            self.layers.append((module, torch.cat(a_parts, 0), torch.cat(b_parts, 1)))
-        if not self.layers or blocks is None:
-            self.supported = False
-            return
-        device = self.layers[0][1].device
-        starts = [sum(blocks[:i]) for i in range(len(blocks))]
-        self._onehot = torch.zeros((len(roles), sum(blocks)), device=device, dtype=self.layers[0][1].dtype)
-        for i, (start, rank) in enumerate(zip(starts, blocks, strict=True)):
-            self._onehot[i, start : start + rank] = 1.0
-        self._index = {role: i for i, role in enumerate(roles)}
-        self.mask: torch.Tensor | None = None
-        self._forwards: list[Any] | None = None
-
-    def set_rows(self, roles: list[str]) -> None:
-        """The role of each row of the next forward passes."""
-        index = torch.tensor([self._index[r] for r in roles], device=self._onehot.device)
-        self.mask = self._onehot[index][:, None, :]  # (B, 1, sum of ranks)
-
-    def __enter__(self) -> StackedLoRA:
-        if self._forwards is None:  # built once: a decode step only rebinds them
-            self._forwards = [self._forward(module.base_layer, a, b) for module, a, b in self.layers]
-        for (module, _, _), forward in zip(self.layers, self._forwards, strict=True):
-            module.forward = forward  # an instance attribute shadows the method
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for module, _, _ in self.layers:
-            module.__dict__.pop("forward", None)
-
-    def _forward(self, base: torch.nn.Module, a: torch.Tensor, b: torch.Tensor) -> Any:
-        def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-            result = base(x, *args, **kwargs)
-            low = torch.nn.functional.linear(x.to(a.dtype), a) * self.mask  # (B, T, sum of ranks)
-            return result + torch.nn.functional.linear(low, b).to(result.dtype)
-
-        return forward
 
 
 class ContinuousSampler:

@@ -1,10 +1,14 @@
-"""What a generation engine computed in a run (:class:`EngineStats`), shared by the continuous and vLLM engines."""
+"""What a generation engine computed in a run (:class:`EngineStats`), shared by the continuous and vLLM engines,
+and the kernels a forward runs (:class:`KernelCounter`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["EngineStats"]
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["EngineStats", "KernelCounter"]
 
 
 @dataclass
@@ -50,3 +54,25 @@ class EngineStats:
             "draft_tokens": self.draft_tokens,
             "draft_tokens_kept": self.draft_tokens_kept,
         }
+
+
+class KernelCounter(TorchDispatchMode):
+    """Counts the aten operators that compute while it is active (``with KernelCounter() as k: ...; k.count``).
+
+    Views and aliases (``view``, ``transpose``, ``slice``, ``detach``, ...) are left out: on a GPU each counted
+    operator is about one kernel launch, which is what bounds a small model's decode step. ``by_name`` holds the
+    count per operator."""
+
+    _ALIASES = frozenset({"_unsafe_view.default", "detach.default", "lift_fresh.default"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.by_name: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.__name__
+        if not func.is_view and name not in self._ALIASES:
+            self.count += 1
+            self.by_name[name] = self.by_name.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))

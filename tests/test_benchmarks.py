@@ -306,6 +306,19 @@ def test_rollout_throughput_compares_the_engines_on_the_same_episodes(sft_run, t
     )
 
 
+def test_decode_step_counts_the_kernels_of_each_way_to_apply_the_adapters(tmp_path):
+    bench = _load("decode_step")
+    result = bench.main(["--rows", "5", "--context", "8", "--steps", "2", "--out", str(tmp_path / "d.json")])
+    assert json.loads((tmp_path / "d.json").read_text()) == result
+    kernels = {name: result[name]["kernels"] for name in bench.WAYS}
+    assert kernels["base"] == min(kernels.values())
+    # StackedLoRA: rows of every role in fewer kernels than PEFT's one adapter, and than its mixed batches
+    assert kernels["stacked_one_role"] < kernels["stacked_mixed"] < kernels["peft_one_adapter"] < kernels["peft_mixed"]
+    per_layer = result["adapter_kernels_per_layer"]
+    assert per_layer["stacked_mixed"] == (kernels["stacked_mixed"] - kernels["base"]) / result["layers"]
+    assert all(result[name]["ms"] > 0 for name in bench.WAYS) and result["stacked_mixed_tokens_per_s"] > 0
+
+
 def test_sft_speed_times_the_trainer_and_a_plain_loop_on_the_same_rows(tmp_path):
     bench = _load("sft_speed")
     out = tmp_path / "sft_speed.json"

@@ -1,0 +1,186 @@
+"""Every role's LoRA adapter of a ``PeftModel`` applied to one mixed batch, in few kernels per layer.
+
+The continuous engine (:mod:`joy_agents.engine`) decodes the turns of every role in one batch, each row through
+its own role's adapter. PEFT's own way (``adapter_names=``) runs a gather, two products and a scatter per role
+present and per layer; on a GPU a small model's decode step is bound by kernel launches, so the count matters.
+
+:class:`StackedLoRA` stacks, for each LoRA linear layer, the roles' ``A`` matrices into one matrix and their scaled
+``B`` matrices into another, and keeps for each row only its own role's block of the low-rank activations (a 0/1
+mask): ``base(x) + B_all (mask * A_all x)`` is exactly each row's ``base(x) + scaling * B_role A_role x``.
+Layers that read the same input (``q``/``k``/``v`` of an attention block, ``gate``/``up`` of an MLP) share one
+``A`` product: the first of them to run computes the low-rank activations of the whole group, and the others
+take their columns of it, for as long as they receive the very same tensor (checked by identity and version, so
+sharing never changes a result). The ``B`` product is added into the base layer's output in place (one
+``addmm``). While a forward runs one role only (a prefill, or a decode step whose rows all have one role), the
+mask is skipped and only that role's blocks are multiplied.
+
+Per layer of a Llama-like block with ``a`` adapted linears in ``g`` groups, a mixed step costs ``2 g + a``
+kernels for the adapters (``g + a`` with one role), against ``4 a`` for a mask and two products per layer. Where
+the adapters' dtype differs from the base (PEFT keeps float32 adapters on a bfloat16 base), the low-rank path runs
+in the adapters' dtype and is added to the base output as PEFT adds it.
+
+A snapshot of the weights: build it anew after the adapters change. :attr:`StackedLoRA.supported` is False for
+LoRA variants (DoRA, ...), LoRA biases or merged adapters, which the ``adapter_names`` path handles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["StackedLoRA"]
+
+
+class _Group:
+    """The layers of one block that read the same input, and their stacked ``A`` matrices.
+
+    Columns of the low-rank activations are member-major: member ``j`` owns columns ``[j R, (j + 1) R)`` where
+    ``R`` is the sum of the roles' ranks, and within them each role its block (the layout of the mask)."""
+
+    def __init__(self, a_parts: list[list[torch.Tensor]], ranks: list[int]) -> None:
+        self.size = len(a_parts)
+        self.rank = sum(ranks)
+        self.a = torch.cat([torch.cat(parts, 0) for parts in a_parts], 0)  # (size * R, in)
+        starts = [sum(ranks[:i]) for i in range(len(ranks))]
+        # one role's blocks of every member, contiguous: (size * rank_r, in)
+        self.a_role = [torch.cat([parts[r] for parts in a_parts], 0) for r in range(len(ranks))]
+        self.spans = list(zip(starts, ranks, strict=True))
+        self.mask: torch.Tensor | None = None  # (B, 1, size * R), or None: one role (self.role)
+        self.role = 0
+        self._x: torch.Tensor | None = None
+        self._version = -1
+        self._low: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        self._x, self._low = None, None
+
+    def low(self, x: torch.Tensor) -> torch.Tensor:
+        """The group's low-rank activations of ``x`` as a (tokens, columns) matrix, computed once per input."""
+        if x is self._x and x._version == self._version and self._low is not None:
+            return self._low
+        flat = x.reshape(-1, x.shape[-1])
+        a = self.a if self.mask is not None else self.a_role[self.role]
+        if flat.dtype != a.dtype:
+            flat = flat.to(a.dtype)
+        low = torch.mm(flat, a.t())
+        if self.mask is not None:
+            low.view(x.shape[0], -1, low.shape[-1]).mul_(self.mask)
+        self._x, self._version, self._low = x, x._version, low
+        return low
+
+
+class StackedLoRA:
+    """Every role's LoRA adapter of a ``PeftModel`` applied to a mixed batch (see the module documentation).
+
+    Use :meth:`set_rows` to give each row's role, then run the model inside ``with stack:``; the layers' own
+    forwards come back on exit."""
+
+    def __init__(self, peft_model: torch.nn.Module, roles: tuple[str, ...]) -> None:
+        from peft.tuners.lora.layer import Linear as LoraLinear
+
+        self.roles = roles
+        self.supported = True
+        self._index = {role: i for i, role in enumerate(roles)}
+        found: list[tuple[str, Any, list[torch.Tensor], list[torch.Tensor]]] = []
+        blocks: list[int] | None = None
+        for name, module in peft_model.named_modules():
+            if not isinstance(module, LoraLinear):
+                continue
+            if module.merged or module.disable_adapters or any(r in module.lora_variant for r in roles):
+                self.supported = False
+                return
+            a_parts, b_parts, ranks = [], [], []
+            for role in roles:
+                if role not in module.lora_A:
+                    self.supported = False
+                    return
+                a, b = module.lora_A[role].weight, module.lora_B[role]
+                if b.bias is not None:
+                    self.supported = False
+                    return
+                a_parts.append(a.detach())
+                b_parts.append(b.weight.detach() * module.scaling[role])
+                ranks.append(a.shape[0])
+            if blocks is None:
+                blocks = ranks
+            elif blocks != ranks:
+                self.supported = False
+                return
+            found.append((name.rpartition(".")[0], module, a_parts, b_parts))
+        if not found or blocks is None:
+            self.supported = False
+            return
+        # layers of one parent block with the same input size and dtype may read the same input
+        keyed: dict[tuple[Any, ...], list[int]] = {}
+        for i, (parent, _, a_parts, _) in enumerate(found):
+            a = a_parts[0]
+            keyed.setdefault((parent, a.shape[1], a.dtype, a.device), []).append(i)
+        self.groups: list[_Group] = []
+        self.layers: list[tuple[torch.nn.Module, _Group, int, torch.Tensor]] = []  # module, group, member, B^T
+        for members in keyed.values():
+            group = _Group([found[i][2] for i in members], blocks)
+            self.groups.append(group)
+            for j, i in enumerate(members):
+                _, module, _, b_parts = found[i]
+                self.layers.append((module, group, j, torch.cat(b_parts, 1).t().contiguous()))  # (R, out)
+        self._masks: dict[int, torch.Tensor] = {}
+        device, dtype = self.groups[0].a.device, self.groups[0].a.dtype
+        starts = [sum(blocks[:i]) for i in range(len(blocks))]
+        self._onehot = torch.zeros((len(roles), sum(blocks)), device=device, dtype=dtype)
+        for i, (start, rank) in enumerate(zip(starts, blocks, strict=True)):
+            self._onehot[i, start : start + rank] = 1.0
+        self.mask: torch.Tensor | None = None
+        self._forwards: list[Any] | None = None
+
+    def set_rows(self, roles: list[str]) -> None:
+        """The role of each row of the next forward passes (one role: ``[role]``, whatever the rows)."""
+        index = [self._index[r] for r in roles]
+        single = len(set(index)) == 1
+        self.mask = None
+        if not single:
+            self.mask = self._onehot[torch.tensor(index, device=self._onehot.device)][:, None, :]  # (B, 1, R)
+        tiled: dict[int, torch.Tensor] = {}
+        for group in self.groups:
+            group.reset()
+            group.role = index[0]
+            if single:
+                group.mask = None
+                continue
+            if group.size not in tiled:
+                tiled[group.size] = self.mask.repeat(1, 1, group.size)
+            group.mask = tiled[group.size]
+
+    def __enter__(self) -> StackedLoRA:
+        if self._forwards is None:  # built once: a decode step only rebinds them
+            self._forwards = [self._forward(module.base_layer, g, j, bt) for module, g, j, bt in self.layers]
+        for (module, *_), forward in zip(self.layers, self._forwards, strict=True):
+            module.forward = forward  # an instance attribute shadows the method
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for module, *_ in self.layers:
+            module.__dict__.pop("forward", None)
+        for group in self.groups:
+            group.reset()  # drop the last input
+
+    def _forward(self, base: torch.nn.Module, group: _Group, member: int, bt: torch.Tensor) -> Any:
+        def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            result = base(x, *args, **kwargs)
+            low = group.low(x)
+            if group.mask is None:  # one role: its block of this member's columns
+                start, rank = group.spans[group.role]
+                low = low[:, member * rank : (member + 1) * rank]
+                b = bt[start : start + rank]
+            else:
+                low = low[:, member * group.rank : (member + 1) * group.rank]
+                b = bt
+            if not result.is_contiguous() or (torch.is_grad_enabled() and result.requires_grad):
+                return (result + torch.mm(low, b).view(result.shape)).to(result.dtype)
+            if result.dtype == b.dtype:
+                result.view(-1, result.shape[-1]).addmm_(low, b)
+            else:  # summed in the adapters' dtype, rounded to the base's, as PEFT adds it
+                result.add_(torch.mm(low, b).view(result.shape))
+            return result
+
+        return forward
