@@ -135,3 +135,9 @@ def _hf_model(module: torch.nn.Module) -> Any:
     from peft import PeftModel
 
     return module.get_base_model() if isinstance(module, PeftModel) else module
+
+
+def _vocab_size(model: torch.nn.Module) -> int:
+    """Rows of ``model``'s input embedding (through a LoRA adapter on the embedding, which wraps it)."""
+    embedding = model.get_input_embeddings()
+    return int(getattr(embedding, "base_layer", embedding).num_embeddings)

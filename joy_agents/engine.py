@@ -51,16 +51,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from joy_agents.adapters import _hf_model
+from joy_agents.adapters import _hf_model, _vocab_size
 from joy_agents.config import Sample, SamplingConfig
 from joy_agents.decoding import nucleus_logits, stop_end_candidates, stop_rules
 from joy_agents.drafts import PromptLookup, accepted_length, step_width
 from joy_agents.engine_stats import EngineStats
 from joy_agents.kv_slots import SlotBatch
-from joy_agents.policy import TeamPolicy
+from joy_agents.policy import TeamPolicy, _as_id_lists
 from joy_agents.prefill import _cache_argument, plain_layout, prefill_shared, prompt_layout
 from joy_agents.stacked_lora import StackedLoRA
+
+ENGINES = ("continuous", "generate", "vllm")
+"""Generation engines of the rollouts (``RolloutConfig.engine``) and of :func:`sample_many`."""
 
 MIN_REUSE = 16
 """Fewest first tokens a prompt must share with a kept prefix for its cache to be reused."""
@@ -81,7 +85,16 @@ def continuous_supported(team: Any) -> bool:
         kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
         if kinds != {"full_attention"} or getattr(config, "use_sliding_window", False):
             return False
+        # the cache the model itself would build (a sliding window named only by ``sliding_window``, ...)
+        if any(type(layer) is not DynamicLayer for layer in DynamicCache(config=config).layers):
+            return False
     return True
+
+
+def _check_count(name: str, value: Any, minimum: int, meaning: str = "") -> None:
+    """Refuse ``value`` unless it is an int >= ``minimum`` (``meaning`` explains a special value)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}{meaning}, got {value!r}")
 
 
 @dataclass
@@ -124,6 +137,12 @@ class _Lane:
         self.waiting: collections.deque[_Row] = collections.deque()
         self.prefixes: list[_Prefix] = []
         self.prefix_tokens = 0
+        self._parameters = list(model.parameters())
+        self.version = self.weights_version()
+
+    def weights_version(self) -> int:
+        """Grows whenever a weight of the model changes in place (an optimizer step, ``load_state_dict``)."""
+        return sum(p._version for p in self._parameters)
 
     @property
     def running(self) -> int:
@@ -148,6 +167,10 @@ class ContinuousSampler:
     last one plus the turn and what came back) and the system prompt and tools every prompt of a role starts with
     prefill only what they add. ``draft_tokens`` (0: none) drafts up to that many tokens per row and step by prompt
     lookup while a model decodes at most ``draft_max_rows`` rows (see the module documentation).
+
+    A sampler may live across updates of the weights made between batches of requests (while no row runs): a
+    weight changed in place is noticed when rows next join, and the kept prefixes and stacked adapters, computed
+    with the old weights, are dropped. :meth:`close` (or leaving ``with``) frees every cache.
     """
 
     def __init__(
@@ -161,14 +184,10 @@ class ContinuousSampler:
     ) -> None:
         if not isinstance(sampling, SamplingConfig):
             raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
-        if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-            raise ValueError(f"max_rows must be an int >= 1, got {max_rows!r}")
-        if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
-            raise ValueError(f"prefix_tokens must be an int >= 0 (0: keep none), got {prefix_tokens!r}")
-        if isinstance(draft_tokens, bool) or not isinstance(draft_tokens, int) or draft_tokens < 0:
-            raise ValueError(f"draft_tokens must be an int >= 0 (0: no drafts), got {draft_tokens!r}")
-        if isinstance(draft_max_rows, bool) or not isinstance(draft_max_rows, int) or draft_max_rows < 1:
-            raise ValueError(f"draft_max_rows must be an int >= 1, got {draft_max_rows!r}")
+        _check_count("max_rows", max_rows, 1)
+        _check_count("prefix_tokens", prefix_tokens, 0, " (0: keep none)")
+        _check_count("draft_tokens", draft_tokens, 0, " (0: no drafts)")
+        _check_count("draft_max_rows", draft_max_rows, 1)
         self.draft_tokens, self.draft_max_rows = draft_tokens, draft_max_rows
         self.team = team
         self.prefix_tokens = prefix_tokens
@@ -187,7 +206,8 @@ class ContinuousSampler:
         """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
         ``(key, sample)``."""
         self.team._check_role(role)
-        prompt = [int(t) for t in prompt_ids]
+        (prompt,) = _as_id_lists("prompt_ids", [prompt_ids], allow_empty_items=True)
+        _check_count("num_samples", num_samples, 1)
         if len(prompt) < 2:
             raise ValueError(f"a prompt needs at least 2 tokens for continuous batching, got {len(prompt)}")
         self.team._check_ids(role, [prompt], extra=self.sampling.max_new_tokens)
@@ -215,7 +235,7 @@ class ContinuousSampler:
             tok = lane.tokenizer
             rules = stop_rules(tok, self.team._eos_ids(role), self.sampling.stop)
             text_stops = rules.text_stops
-            vocab = int(lane.model.get_input_embeddings().num_embeddings)
+            vocab = _vocab_size(lane.model)
             candidates = stop_end_candidates(tok, text_stops, vocab).tolist() if text_stops else None
             tail = max((len(s.encode("utf-8")) for s in text_stops), default=0) + 1
             self._ends[id(lane)] = (set(rules.end_ids), text_stops, candidates, set(rules.hidden), tail)
@@ -237,10 +257,12 @@ class ContinuousSampler:
         return finished
 
     def close(self) -> None:
-        """Give the models back their training mode (sampling runs them in eval mode)."""
+        """Give the models back their training mode (sampling runs them in eval mode) and free the caches: the
+        running rows, the kept prefixes and the stacked adapters. Requests still running or waiting are dropped."""
         for model in self._training:
             model.train()
         self._training = []
+        self._lanes, self._role_lane, self._ends, self._stack = {}, {}, {}, None
 
     def __enter__(self) -> ContinuousSampler:
         return self
@@ -252,6 +274,11 @@ class ContinuousSampler:
         room = self.max_rows - lane.running
         if room <= 0 or not lane.waiting:
             return
+        version = lane.weights_version()
+        if version != lane.version:  # the weights changed: kept caches and the stacked adapters are stale
+            lane.prefixes, lane.prefix_tokens, lane.version = [], 0, version
+            if lane.shared:
+                self._stack = None
         joiners = [lane.waiting.popleft() for _ in range(min(room, len(lane.waiting)))]
         self.stats.prompt_tokens += sum(len(r.prompt) for r in joiners)
         by_role: dict[str, list[_Row]] = {}
@@ -311,8 +338,6 @@ class ContinuousSampler:
     def _extend(self, lane: _Lane, role: str, items: list[tuple[_Row, _Prefix, int]]) -> None:
         """Add rows whose prompts start with kept prefixes: each row's kept keys and values (right-aligned), then
         one forward over the rest of every prompt but its last token, padding between them masked out."""
-        from transformers import DynamicCache
-
         device = self.team.device
         pad_id = int(lane.tokenizer.pad_token_id)
         self.stats.reused_tokens += sum(n for _, _, n in items)
@@ -525,6 +550,11 @@ def sample_many(
     ``vllm`` sends all requests in one vLLM call (:mod:`joy_agents.vllm_engine`); ``generate`` (or a model the
     continuous engine does not support) makes one ``team.generate`` call per role. ``draft_tokens`` and
     ``draft_max_rows``: the continuous engine's prompt-lookup drafts (:class:`ContinuousSampler`)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    _check_count("num_samples", num_samples, 1)
+    _check_count("draft_tokens", draft_tokens, 0, " (0: no drafts)")
+    _check_count("draft_max_rows", draft_max_rows, 1)
     if engine == "vllm":
         from joy_agents.vllm_engine import vllm_engine
 

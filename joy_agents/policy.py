@@ -97,6 +97,7 @@ from joy_agents.adapters import (
     _lora_config,
     _quiet_peft,
     _role_lora_parameters,
+    _vocab_size,
     attach_role_adapters,
     parameter_bytes,
 )
@@ -343,7 +344,7 @@ class TeamPolicy:
 
     def _check_ids(self, role: str, seqs: list[list[int]], extra: int = 0) -> None:
         cfg = _hf_model(self._models[role]).config
-        vocab = int(self._models[role].get_input_embeddings().num_embeddings)
+        vocab = _vocab_size(self._models[role])
         top = max((max(s) for s in seqs if s), default=0)
         low = min((min(s) for s in seqs if s), default=0)
         if top >= vocab or low < 0:
@@ -391,7 +392,7 @@ class TeamPolicy:
             input_ids, attention_mask = layout.ids[layout.index], layout.mask[layout.index]
         prompt_len = input_ids.shape[1]
         recorder = _LogprobRecorder(config.temperature, config.top_p)
-        vocab = int(self._models[role].get_input_embeddings().num_embeddings)
+        vocab = _vocab_size(self._models[role])
         criterion = _StopCriterion(tok, end_ids, text_stops, prompt_len, len(rows), input_ids.device, vocab)
         sampling = config.temperature > 0
         gen_kwargs: dict[str, Any] = dict(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import joy_env
-from joy_agents.engine import ContinuousSampler, EngineStats, continuous_supported
+from joy_agents.engine import ENGINES, ContinuousSampler, EngineStats, continuous_supported
 from joy_agents.memory import render_memories
 from joy_agents.policy import Sample, SamplingConfig
 from joy_agents.vllm_engine import VLLMConfig, VLLMSampler
@@ -90,10 +90,6 @@ class Trajectory:
     @property
     def generated_tokens(self) -> int:
         return sum(len(n.completion_ids) for n in self.nodes)
-
-
-ENGINES = ("continuous", "generate", "vllm")
-"""Generation engines of the rollouts (``RolloutConfig.engine``)."""
 
 
 @dataclass

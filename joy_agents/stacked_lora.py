@@ -19,8 +19,10 @@ kernels for the adapters (``g + a`` with one role), against ``4 a`` for a mask a
 the adapters' dtype differs from the base (PEFT keeps float32 adapters on a bfloat16 base), the low-rank path runs
 in the adapters' dtype and is added to the base output as PEFT adds it.
 
-A snapshot of the weights: build it anew after the adapters change. :attr:`StackedLoRA.supported` is False for
-LoRA variants (DoRA, ...), LoRA biases or merged adapters, which the ``adapter_names`` path handles.
+A snapshot of the weights: build it anew after the adapters change (the continuous engine does when a weight
+changed in place). :attr:`StackedLoRA.supported` is False for LoRA variants (DoRA, ...), LoRA biases, merged
+adapters or adapters on other layers than linears (embeddings, convolutions), which the ``adapter_names`` path
+handles.
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ class _Group:
         self._x, self._low = None, None
 
     def low(self, x: torch.Tensor) -> torch.Tensor:
-        """The group's low-rank activations of ``x`` as a (tokens, columns) matrix, computed once per input."""
-        if x is self._x and x._version == self._version and self._low is not None:
+        """The group's low-rank activations of ``x`` as a (tokens, columns) matrix, computed once per input (an
+        inference-mode tensor has no version to check, so it is not shared)."""
+        inference = x.is_inference()
+        if x is self._x and not inference and x._version == self._version and self._low is not None:
             return self._low
         flat = x.reshape(-1, x.shape[-1])
         a = self.a if self.mask is not None else self.a_role[self.role]
@@ -65,8 +69,15 @@ class _Group:
             flat = flat.to(a.dtype)
         low = torch.mm(flat, a.t())
         if self.mask is not None:
+            if x.dim() != 3 or x.shape[0] != self.mask.shape[0]:
+                raise RuntimeError(
+                    f"StackedLoRA gives each row its role's adapter, so a layer's input must be (rows, tokens, "
+                    f"features) with the {self.mask.shape[0]} rows of set_rows; got {tuple(x.shape)}. Run mixed "
+                    "batches of this model with PEFT's adapter_names= instead"
+                )
             low.view(x.shape[0], -1, low.shape[-1]).mul_(self.mask)
-        self._x, self._version, self._low = x, x._version, low
+        if not inference:
+            self._x, self._version, self._low = x, x._version, low
         return low
 
 
@@ -74,10 +85,11 @@ class StackedLoRA:
     """Every role's LoRA adapter of a ``PeftModel`` applied to a mixed batch (see the module documentation).
 
     Use :meth:`set_rows` to give each row's role, then run the model inside ``with stack:``; the layers' own
-    forwards come back on exit."""
+    forwards come back on exit. For sampling only: the snapshot's adapters are detached and get no gradients."""
 
     def __init__(self, peft_model: torch.nn.Module, roles: tuple[str, ...]) -> None:
         from peft.tuners.lora.layer import Linear as LoraLinear
+        from peft.tuners.lora.layer import LoraLayer
 
         self.roles = roles
         self.supported = True
@@ -85,6 +97,10 @@ class StackedLoRA:
         found: list[tuple[str, Any, list[torch.Tensor], list[torch.Tensor]]] = []
         blocks: list[int] | None = None
         for name, module in peft_model.named_modules():
+            if isinstance(module, LoraLayer) and not isinstance(module, LoraLinear):
+                if any(r in module.lora_A or r in getattr(module, "lora_embedding_A", {}) for r in roles):
+                    self.supported = False  # an embedding or convolution adapter: only PEFT applies it per row
+                    return
             if not isinstance(module, LoraLinear):
                 continue
             if module.merged or module.disable_adapters or any(r in module.lora_variant for r in roles):
@@ -135,6 +151,11 @@ class StackedLoRA:
 
     def set_rows(self, roles: list[str]) -> None:
         """The role of each row of the next forward passes (one role: ``[role]``, whatever the rows)."""
+        if not self.supported:
+            raise RuntimeError(
+                "StackedLoRA does not cover this model's adapters (see StackedLoRA.supported): run mixed batches "
+                "with PEFT's adapter_names= instead"
+            )
         index = [self._index[r] for r in roles]
         single = len(set(index)) == 1
         self.mask = None

@@ -191,3 +191,89 @@ def test_the_batch_width_follows_the_live_rows_not_the_whole_run(team, monkeypat
     assert got == expected
     longest = max(len(p) for _, p in requests) + sampling.max_new_tokens
     assert trimmed <= 3 * longest < untrimmed
+
+
+def _drain(sampler):
+    got = {}
+    while sampler.busy:
+        for key, sample in sampler.step():
+            got[key] = sample
+    return got
+
+
+def test_sampling_under_inference_mode_gives_the_same_samples(team):
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=6)
+    requests = [(r, _prompt(team, r, f"hi {r}")) for r in ("qa", "math", "general")]
+    expected = [g[0].completion_ids for g in sample_many(team, requests, sampling)]
+    with torch.inference_mode():
+        got = [g[0].completion_ids for g in sample_many(team, requests, sampling)]
+    assert got == expected
+
+
+def test_a_sampler_kept_across_a_weight_update_samples_the_new_weights(make_distinct_team):
+    """Kept prefixes and the stacked adapters hold the old weights: an in-place update drops them."""
+    team = make_distinct_team(3)
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=8)
+    prompt = _prompt(team, "qa", "what is 2 plus 3? " * 4)  # long enough for its cache to be kept and reused
+    with ContinuousSampler(team, sampling) as sampler:
+        sampler.submit("qa", prompt, "before")
+        sampler.submit("math", _prompt(team, "math", "hi"), "other")
+        before = _drain(sampler)["before"]
+        with torch.no_grad():
+            for p in team.trainable_parameters("qa"):
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.5)
+        want = team.generate("qa", [prompt], sampling)[0][0]
+        sampler.submit("qa", prompt, "after")
+        sampler.submit("math", _prompt(team, "math", "hi"), "other")
+        after = _drain(sampler)["after"]
+        assert sampler.stats.reused_tokens == 0  # the prefix kept before the update was not reused
+    assert want.completion_ids != before.completion_ids  # the update changed the greedy sample
+    assert after.completion_ids == want.completion_ids
+    assert torch.allclose(torch.tensor(after.logprobs), torch.tensor(want.logprobs), atol=1e-4)
+
+
+def test_close_frees_the_rows_kept_prefixes_and_stacked_adapters(team):
+    sampler = ContinuousSampler(team, SamplingConfig(temperature=0.0, max_new_tokens=4))
+    with sampler:
+        sampler.submit("qa", _prompt(team, "qa", "hello " * 10), 0)
+        sampler.submit("math", _prompt(team, "math", "hello " * 10), 1)
+        _drain(sampler)
+        assert any(lane.prefixes for lane in sampler._lanes.values()) and sampler._stack is not None
+    assert not sampler._lanes and sampler._stack is None and not sampler.busy
+
+
+def test_bad_requests_are_refused_by_name(team):
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=4)
+    prompt = _prompt(team, "qa", "hi")
+    sampler = ContinuousSampler(team, sampling)
+    with pytest.raises(TypeError, match="prompt_ids"):
+        sampler.submit("qa", [float(t) for t in prompt], 0)
+    with pytest.raises(TypeError, match="prompt_ids"):
+        sampler.submit("qa", [True, False, True], 0)
+    with pytest.raises(ValueError, match="num_samples must be an int >= 1, got 0"):
+        sampler.submit("qa", prompt, 0, num_samples=0)
+    assert not sampler.busy
+    with pytest.raises(ValueError, match="engine must be one of"):
+        sample_many(team, [("qa", prompt)], sampling, engine="continous")
+    with pytest.raises(ValueError, match="draft_tokens must be an int >= 0"):
+        sample_many(team, [("qa", prompt)], sampling, engine="generate", draft_tokens=-1)
+
+
+def test_a_model_with_a_sliding_window_is_sampled_per_role(tmp_path):
+    """A Mistral-style config names its window only by ``sliding_window``: the continuous engine, whose cache
+    keeps every column, is not used for it, and sampling falls back to one generate per role."""
+    import json
+
+    from joy_agents.policy import TeamConfig, TeamPolicy
+    from joy_agents.tiny import build_tiny_llama
+
+    path = build_tiny_llama(tmp_path / "mistral")
+    config = json.loads((path / "config.json").read_text())
+    config.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=4096)
+    (path / "config.json").write_text(json.dumps(config))
+    team = TeamPolicy(TeamConfig(model=str(path), lora_r=2, lora_alpha=4))
+    assert not continuous_supported(team)
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=4)
+    requests = [("qa", _prompt(team, "qa", "hello")), ("math", _prompt(team, "math", "hi"))]
+    expected = [team.generate(r, [p], sampling)[0][0].completion_ids for r, p in requests]
+    assert [g[0].completion_ids for g in sample_many(team, requests, sampling)] == expected

@@ -119,3 +119,36 @@ def test_a_decode_step_costs_few_kernels_per_layer(distinct_team):
     one = kernels(stacked)
     assert (mixed - base) / layers <= 4 + 4 + 7
     assert (one - base) / layers <= 4 + 7
+
+
+def test_adapters_on_the_embedding_are_left_to_peft(tiny_dir):
+    """StackedLoRA replaces only linear layers' forwards: with an adapter on the embedding it declines, and the
+    engine samples mixed batches through PEFT's per-row adapters."""
+    from joy_agents.engine import sample_many
+    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+
+    team = TeamPolicy(
+        TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4, lora_target_modules=("q_proj", "embed_tokens"))
+    )
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(5)
+        for role in team.roles:
+            for p in team.trainable_parameters(role):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+    stack = StackedLoRA(team.model_for("qa"), team.roles)
+    assert not stack.supported
+    with pytest.raises(RuntimeError, match="adapter_names"):
+        stack.set_rows(["qa", "math"])
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=5)
+    requests = [(r, team.encode_prompt(r, [{"role": "user", "content": f"hi {r}"}], None)) for r in team.roles]
+    expected = [team.generate(r, [p], sampling)[0][0].completion_ids for r, p in requests]
+    assert [g[0].completion_ids for g in sample_many(team, requests, sampling)] == expected
+
+
+def test_mixed_rows_need_a_row_per_batch_entry(distinct_team):
+    """An input whose first dimension is not the rows (flattened tokens) cannot take a mask per row: refused."""
+    layer = _layer(distinct_team.model_for("master"))
+    stack = StackedLoRA(distinct_team.model_for("master"), distinct_team.roles)
+    stack.set_rows(["qa", "math"])
+    with torch.no_grad(), stack, pytest.raises(RuntimeError, match="rows, tokens, features"):
+        layer(torch.randn(6, layer.in_features))
