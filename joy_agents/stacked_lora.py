@@ -10,12 +10,13 @@ mask): ``base(x) + B_all (mask * A_all x)`` is exactly each row's ``base(x) + sc
 Layers that read the same input (``q``/``k``/``v`` of an attention block, ``gate``/``up`` of an MLP) share one
 ``A`` product: the first of them to run computes the low-rank activations of the whole group, and the others
 take their columns of it, for as long as they receive the very same tensor (checked by identity and version, so
-sharing never changes a result). The ``B`` product is added into the base layer's output in place (one
-``addmm``). While a forward runs one role only (a prefill, or a decode step whose rows all have one role), the
-mask is skipped and only that role's blocks are multiplied.
+sharing never changes a result). The first forward shows which layers those are (called one after another on the
+same tensor); until then the layers of one block with the same input size are tried together. The ``B`` product
+is added into the base layer's output in place (one ``addmm``). While a forward runs one role only (a prefill, or
+a decode step whose rows all have one role), the mask is skipped and only that role's blocks are multiplied.
 
 Per layer of a Llama-like block with ``a`` adapted linears in ``g`` groups, a mixed step costs ``2 g + a``
-kernels for the adapters (``g + a`` with one role), against ``4 a`` for a mask and two products per layer. Where
+kernels for the adapters (``g + a`` with one role), against ``4 a`` for a mask and two products per linear. Where
 the adapters' dtype differs from the base (PEFT keeps float32 adapters on a bfloat16 base), the low-rank path runs
 in the adapters' dtype and is added to the base output as PEFT adds it.
 
@@ -127,27 +128,54 @@ class StackedLoRA:
         if not found or blocks is None:
             self.supported = False
             return
-        # layers of one parent block with the same input size and dtype may read the same input
+        self._found, self._blocks = found, blocks
+        self._bt = [torch.cat(b_parts, 1).t().contiguous() for *_, b_parts in found]  # (R, out) per layer
+        # until a forward shows which layers read the same tensor: those of one parent block with the same input
+        # size and dtype may (sharing is checked on every call, so a wrong guess costs work, never a result)
+        self._keys = [(parent, a[0].shape[1], a[0].dtype, a[0].device) for parent, _, a, _ in found]
         keyed: dict[tuple[Any, ...], list[int]] = {}
-        for i, (parent, _, a_parts, _) in enumerate(found):
-            a = a_parts[0]
-            keyed.setdefault((parent, a.shape[1], a.dtype, a.device), []).append(i)
-        self.groups: list[_Group] = []
-        self.layers: list[tuple[torch.nn.Module, _Group, int, torch.Tensor]] = []  # module, group, member, B^T
-        for members in keyed.values():
-            group = _Group([found[i][2] for i in members], blocks)
-            self.groups.append(group)
-            for j, i in enumerate(members):
-                _, module, _, b_parts = found[i]
-                self.layers.append((module, group, j, torch.cat(b_parts, 1).t().contiguous()))  # (R, out)
-        self._masks: dict[int, torch.Tensor] = {}
-        device, dtype = self.groups[0].a.device, self.groups[0].a.dtype
+        for i, key in enumerate(self._keys):
+            keyed.setdefault(key, []).append(i)
+        self._build(list(keyed.values()))
+        self._calls: list[tuple[int, torch.Tensor]] | None = []  # the first forward's (layer, input), in order
+        device, dtype = found[0][2][0].device, found[0][2][0].dtype
         starts = [sum(blocks[:i]) for i in range(len(blocks))]
         self._onehot = torch.zeros((len(roles), sum(blocks)), device=device, dtype=dtype)
         for i, (start, rank) in enumerate(zip(starts, blocks, strict=True)):
             self._onehot[i, start : start + rank] = 1.0
         self.mask: torch.Tensor | None = None
+        self._roles: list[int] = [0]
+
+    def _build(self, partition: list[list[int]]) -> None:
+        """Groups of the layers in ``partition`` (lists of indices into the LoRA layers found)."""
+        self.groups: list[_Group] = []
+        self.layers: list[tuple[torch.nn.Module, _Group, int, torch.Tensor]] = []  # module, group, member, B^T
+        order: dict[int, tuple[torch.nn.Module, _Group, int, torch.Tensor]] = {}
+        for members in partition:
+            group = _Group([self._found[i][2] for i in members], self._blocks)
+            self.groups.append(group)
+            for j, i in enumerate(members):
+                order[i] = (self._found[i][1], group, j, self._bt[i])
+        self.layers = [order[i] for i in sorted(order)]
         self._forwards: list[Any] | None = None
+
+    def _regroup(self, calls: list[tuple[int, torch.Tensor]]) -> None:
+        """Group the layers that the first forward called one after another on the very same tensor (the calls
+        up to the first layer called again: a second forward in the same ``with`` starts there)."""
+        seen: set[int] = set()
+        partition: list[list[int]] = []
+        previous: tuple[int, torch.Tensor] | None = None
+        for i, x in calls:
+            if i in seen:
+                break
+            seen.add(i)
+            if previous is not None and x is previous[1] and self._keys[i] == self._keys[previous[0]]:
+                partition[-1].append(i)
+            else:
+                partition.append([i])
+            previous = (i, x)
+        partition += [[i] for i in range(len(self._found)) if i not in seen]  # not called: alone
+        self._build(partition)
 
     def set_rows(self, roles: list[str]) -> None:
         """The role of each row of the next forward passes (one role: ``[role]``, whatever the rows)."""
@@ -157,6 +185,7 @@ class StackedLoRA:
                 "with PEFT's adapter_names= instead"
             )
         index = [self._index[r] for r in roles]
+        self._roles = index
         single = len(set(index)) == 1
         self.mask = None
         if not single:
@@ -173,8 +202,10 @@ class StackedLoRA:
             group.mask = tiled[group.size]
 
     def __enter__(self) -> StackedLoRA:
-        if self._forwards is None:  # built once: a decode step only rebinds them
-            self._forwards = [self._forward(module.base_layer, g, j, bt) for module, g, j, bt in self.layers]
+        if self._forwards is None:  # built once per grouping: a decode step only rebinds them
+            self._forwards = [
+                self._forward(i, module.base_layer, g, j, bt) for i, (module, g, j, bt) in enumerate(self.layers)
+            ]
         for (module, *_), forward in zip(self.layers, self._forwards, strict=True):
             module.forward = forward  # an instance attribute shadows the method
         return self
@@ -184,9 +215,16 @@ class StackedLoRA:
             module.__dict__.pop("forward", None)
         for group in self.groups:
             group.reset()  # drop the last input
+        if self._calls:  # the first forward ran: group the layers as it called them
+            calls, self._calls = self._calls, None
+            if exc[0] is None:
+                self._regroup(calls)
+                self.set_rows([self.roles[r] for r in self._roles])
 
-    def _forward(self, base: torch.nn.Module, group: _Group, member: int, bt: torch.Tensor) -> Any:
+    def _forward(self, index: int, base: torch.nn.Module, group: _Group, member: int, bt: torch.Tensor) -> Any:
         def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            if self._calls is not None:
+                self._calls.append((index, x))
             result = base(x, *args, **kwargs)
             low = group.low(x)
             if group.mask is None:  # one role: its block of this member's columns

@@ -70,6 +70,9 @@ def test_layers_reading_one_input_share_its_a_product_and_never_a_stale_one(dist
         want_k = _per_row(team, roles, lambda i: k(changed[i : i + 1]))
         stack = StackedLoRA(model, team.roles)
         stack.set_rows(roles)
+        with stack:  # the first forward shows which layers read the same tensor
+            model(input_ids=torch.randint(10, 200, (2, 4)))
+        assert sorted(g.size for g in stack.groups) == sorted([3, 1, 2, 1] * len(model.get_base_model().model.layers))
         with stack:
             got_q = q(x)
             with KernelCounter() as shared:
