@@ -245,6 +245,12 @@ def eval_main(argv: list[str] | None = None) -> None:
         help="tokens the continuous engine drafts per row and step, 0: none (default: the run's draft_tokens, else 3)",
     )
     parser.add_argument(
+        "--draft-max-rows",
+        type=_positive,
+        default=None,
+        help="drafts only while at most this many rows decode (default: the run's draft_max_rows, else 64)",
+    )
+    parser.add_argument(
         "--env-kwargs",
         default=None,
         metavar="JSON",
@@ -312,6 +318,9 @@ def _evaluate(args: argparse.Namespace) -> None:
     drafts = args.draft_tokens if args.draft_tokens is not None else cfg.get("draft_tokens", 3)
     if isinstance(drafts, bool) or not isinstance(drafts, int) or drafts < 0:
         raise UsageError(f"{run}/results.json names draft_tokens {drafts!r}; pass --draft-tokens N (N >= 0)")
+    draft_rows = args.draft_max_rows if args.draft_max_rows is not None else cfg.get("draft_max_rows", 64)
+    if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
+        raise UsageError(f"{run}/results.json names draft_max_rows {draft_rows!r}; pass --draft-max-rows N (N >= 1)")
     settings = None
     if (run / "memory").is_dir():
         try:
@@ -342,6 +351,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         max_prompt_tokens=limits.max_prompt_tokens,
         engine=engine,
         draft_tokens=drafts,
+        draft_max_rows=draft_rows,
         vllm_options=vllm_options,
         memory=memory,
         env_kwargs=env_kwargs,

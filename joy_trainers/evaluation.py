@@ -30,16 +30,24 @@ def evaluate_team(
     max_prompt_tokens: int = 3072,
     engine: str = "continuous",
     draft_tokens: int = RolloutConfig.draft_tokens,
+    draft_max_rows: int = RolloutConfig.draft_max_rows,
     vllm_options: Mapping[str, Any] | None = None,
     memory: dict[str, Any] | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Metrics of ``team`` (greedy, generation ``engine``, ``draft_tokens`` drafted per row and step) on tasks
+    """Metrics of ``team`` (greedy, generation ``engine``, ``draft_tokens`` drafted per row and step while at most
+    ``draft_max_rows`` rows run) on tasks
     ``0..tasks-1`` of ``split`` (all of them when the split has fewer; ``episodes`` counts them) of
     ``joy_env.make(env_id, **env_kwargs)`` (see ``results.json``); ``memory`` (role -> bank) is read for prompts,
     never written; ``vllm_options`` build the ``vllm`` engine the first time the team is sampled with it."""
     limits = GenerationLimits(max_new_tokens, max_cycles, max_prompt_tokens)
-    config = rollout_config(limits, engine=engine, draft_tokens=draft_tokens, vllm_options=dict(vllm_options or {}))
+    config = rollout_config(
+        limits,
+        engine=engine,
+        draft_tokens=draft_tokens,
+        draft_max_rows=draft_max_rows,
+        vllm_options=dict(vllm_options or {}),
+    )
     runner = RolloutEngine(team, env_id, split, seed, config, memory=memory, env_kwargs=env_kwargs)
     start = time.perf_counter()
     trajectories = runner.run(list(range(min(tasks, runner.prototype.num_tasks))))
@@ -63,6 +71,7 @@ def evaluate_config(
         seed=seed,
         engine=cfg.rollout_engine,
         draft_tokens=cfg.draft_tokens,
+        draft_max_rows=cfg.draft_max_rows,
         vllm_options=cfg.vllm_options,
         memory=memory,
         env_kwargs=cfg.env_kwargs,

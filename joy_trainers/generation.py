@@ -46,12 +46,13 @@ def rollout_config(
     engine: str = "continuous",
     keep_snapshots: bool = False,
     draft_tokens: int = RolloutConfig.draft_tokens,
+    draft_max_rows: int = RolloutConfig.draft_max_rows,
     vllm_options: dict[str, Any] | None = None,
 ) -> RolloutConfig:
     """The rollout settings of episodes under ``limits`` with the generation ``engine`` (greedy unless a
     ``run`` call passes its own sampling); ``keep_snapshots`` for node-wise branching; ``draft_tokens`` per
-    row and step of the continuous engine (0: no drafts); ``vllm_options``: how the ``vllm`` engine is built
-    (:class:`~joy_agents.vllm_engine.VLLMConfig` fields)."""
+    row and step of the continuous engine (0: no drafts) while at most ``draft_max_rows`` rows run;
+    ``vllm_options``: how the ``vllm`` engine is built (:class:`~joy_agents.vllm_engine.VLLMConfig` fields)."""
     return RolloutConfig(
         sampling=sampling_config(limits),
         max_cycles=limits.max_cycles,
@@ -59,5 +60,6 @@ def rollout_config(
         keep_snapshots=keep_snapshots,
         engine=engine,
         draft_tokens=draft_tokens,
+        draft_max_rows=draft_max_rows,
         vllm=VLLMConfig.from_options(vllm_options or {}),
     )

@@ -47,6 +47,9 @@ class RunConfig:
     draft_tokens: int = 3
     """Tokens the continuous engine drafts per row and step by prompt lookup, checked by the model in the same
     forward (``joy_agents.rollout.RolloutConfig.draft_tokens``): the same outputs in fewer forwards (0: none)."""
+    draft_max_rows: int = 64
+    """Drafts run only while a model decodes at most this many rows (``RolloutConfig.draft_max_rows``): a step of
+    many rows already keeps the device busy, and its drafted positions would cost more than they save."""
     output_dir: str | None = None
     """Run directory; default ``runs/<trainer>-<timestamp>``."""
     overwrite: bool = False
@@ -57,6 +60,7 @@ class RunConfig:
         "eval_tasks": count(),
         "max_new_tokens": positive_int(),
         "draft_tokens": count(),
+        "draft_max_rows": positive_int(),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""
     RENAMED: ClassVar[dict[str, str]] = {}

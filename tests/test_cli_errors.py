@@ -130,6 +130,7 @@ def test_joy_eval_refuses_bad_engine_settings_in_a_runs_results(capsys, finished
     for key, value, expected in (
         ("draft_tokens", -1, "draft_tokens -1"),
         ("draft_tokens", "3", "draft_tokens '3'"),
+        ("draft_max_rows", 0, "draft_max_rows 0"),
         ("vllm_options", {"gpu": 1}, "unknown vLLM option(s) ['gpu']"),
         ("vllm_options", [1], "expected an object of VLLMConfig fields"),
     ):
@@ -145,8 +146,9 @@ def test_joy_eval_draft_tokens_reach_the_engine(finished_run, monkeypatch):
     seen = []
     monkeypatch.setattr(cli, "evaluate_team", lambda *a, **kw: seen.append(kw) or {"success_rate": 0.0})
     eval_main([str(finished_run), "--tasks", "1"])
-    eval_main([str(finished_run), "--tasks", "1", "--draft-tokens", "0"])
+    eval_main([str(finished_run), "--tasks", "1", "--draft-tokens", "0", "--draft-max-rows", "8"])
     assert [kw["draft_tokens"] for kw in seen] == [3, 0] and seen[0]["vllm_options"] == {}
+    assert [kw["draft_max_rows"] for kw in seen] == [64, 8]
 
 
 def test_joy_eval_on_a_half_written_run(capsys, finished_run):

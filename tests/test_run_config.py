@@ -77,6 +77,16 @@ def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
         build_config(SFTTrainer, "tiny", None, ["draft_tokens=-1"])
 
 
+def test_draft_max_rows_reach_every_rollout_and_evaluation(monkeypatch):
+    cfg = build_config(GRPOTrainer, "tiny", None, ["draft_max_rows=8"])
+    assert cfg.draft_max_rows == 8 and "draft_max_rows" in RLConfig.RESUME_SAFE
+    assert rollout_config(cfg.generation_limits(), draft_max_rows=cfg.draft_max_rows).draft_max_rows == 8
+    assert rollout_config(cfg.generation_limits()).draft_max_rows == 64  # RolloutConfig's default
+    assert _evaluation_rollout_config(monkeypatch, cfg).draft_max_rows == 8
+    with pytest.raises(UsageError, match="draft_max_rows"):
+        build_config(SFTTrainer, "tiny", None, ["draft_max_rows=0"])
+
+
 def test_vllm_options_build_the_vllm_engine_of_rollouts_and_evaluations(monkeypatch):
     from joy_agents.vllm_engine import VLLMConfig
 
@@ -132,13 +142,18 @@ def test_the_old_sft_token_cap_name_still_reads_for_one_release():
 
 def test_the_automatic_sft_run_gets_the_rl_runs_env():
     cfg = GRPOConfig(
-        env_id="joy/ecommerce-v0", env_kwargs={"source": "tau2"}, rollout_engine="generate", draft_tokens=0
+        env_id="joy/ecommerce-v0",
+        env_kwargs={"source": "tau2"},
+        rollout_engine="generate",
+        draft_tokens=0,
+        draft_max_rows=8,
     )
     assert auto_sft_overrides(cfg) == {
         "env_id": "joy/ecommerce-v0",
         "env_kwargs": {"source": "tau2"},
         "rollout_engine": "generate",
         "draft_tokens": 0,
+        "draft_max_rows": 8,
         "vllm_options": {},
     }
     mine = GRPOConfig(env_kwargs={}, sft_overrides={"env_id": "joy/qa-v0", "sft_tasks": 5})

@@ -123,6 +123,7 @@ class RLConfig(RunConfig):
         "eval_baseline",
         "checkpoint_every",
         "draft_tokens",
+        "draft_max_rows",
         "log_with",
         "output_dir",
         "resume",

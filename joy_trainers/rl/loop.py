@@ -112,6 +112,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
             engine=cfg.rollout_engine,
             keep_snapshots=True,
             draft_tokens=cfg.draft_tokens,
+            draft_max_rows=cfg.draft_max_rows,
             vllm_options=cfg.vllm_options,
         ),
         progress=False,

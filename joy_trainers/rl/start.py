@@ -47,6 +47,7 @@ EVALUATION_OPTIONS = (
     "eval_max_cycles",
     "rollout_engine",
     "draft_tokens",
+    "draft_max_rows",
     "vllm_options",
     "eval_baseline",
     "baseline_tasks",
@@ -84,6 +85,7 @@ def auto_sft_overrides(cfg: RLConfig) -> dict[str, Any]:
         "env_kwargs": dict(cfg.env_kwargs),
         "rollout_engine": cfg.rollout_engine,
         "draft_tokens": cfg.draft_tokens,
+        "draft_max_rows": cfg.draft_max_rows,
         "vllm_options": dict(cfg.vllm_options),
     }
     return {**inherited, **cfg.sft_overrides}
