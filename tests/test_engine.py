@@ -193,14 +193,6 @@ def test_the_batch_width_follows_the_live_rows_not_the_whole_run(team, monkeypat
     assert trimmed <= 3 * longest < untrimmed
 
 
-def _drain(sampler):
-    got = {}
-    while sampler.busy:
-        for key, sample in sampler.step():
-            got[key] = sample
-    return got
-
-
 def test_sampling_under_inference_mode_gives_the_same_samples(team):
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=6)
     requests = [(r, _prompt(team, r, f"hi {r}")) for r in ("qa", "math", "general")]
