@@ -54,16 +54,22 @@ class _Group:
         self._x: torch.Tensor | None = None
         self._version = -1
         self._low: torch.Tensor | None = None
+        self._uses = 0
 
     def reset(self) -> None:
         self._x, self._low = None, None
 
     def low(self, x: torch.Tensor) -> torch.Tensor:
         """The group's low-rank activations of ``x`` as a (tokens, columns) matrix, computed once per input (an
-        inference-mode tensor has no version to check, so it is not shared)."""
+        inference-mode tensor has no version to check, so it is not shared). The input is held only until every
+        member has taken its columns, so a forward keeps no more activations alive than without the stack."""
         inference = x.is_inference()
         if x is self._x and not inference and x._version == self._version and self._low is not None:
-            return self._low
+            low = self._low
+            self._uses += 1
+            if self._uses >= self.size:
+                self.reset()
+            return low
         flat = x.reshape(-1, x.shape[-1])
         a = self.a if self.mask is not None else self.a_role[self.role]
         if flat.dtype != a.dtype:
@@ -77,8 +83,8 @@ class _Group:
                     "batches of this model with PEFT's adapter_names= instead"
                 )
             low.view(x.shape[0], -1, low.shape[-1]).mul_(self.mask)
-        if not inference:
-            self._x, self._version, self._low = x, x._version, low
+        if not inference and self.size > 1:
+            self._x, self._version, self._low, self._uses = x, x._version, low, 1
         return low
 
 
@@ -137,7 +143,9 @@ class StackedLoRA:
         for i, key in enumerate(self._keys):
             keyed.setdefault(key, []).append(i)
         self._build(list(keyed.values()))
-        self._calls: list[tuple[int, torch.Tensor]] | None = []  # the first forward's (layer, input), in order
+        # the first forward's calls in order: (layer, whether its input is the previous call's very tensor)
+        self._calls: list[tuple[int, bool]] | None = []
+        self._last_input: torch.Tensor | None = None
         device, dtype = found[0][2][0].device, found[0][2][0].dtype
         starts = [sum(blocks[:i]) for i in range(len(blocks))]
         self._onehot = torch.zeros((len(roles), sum(blocks)), device=device, dtype=dtype)
@@ -159,21 +167,21 @@ class StackedLoRA:
         self.layers = [order[i] for i in sorted(order)]
         self._forwards: list[Any] | None = None
 
-    def _regroup(self, calls: list[tuple[int, torch.Tensor]]) -> None:
+    def _regroup(self, calls: list[tuple[int, bool]]) -> None:
         """Group the layers that the first forward called one after another on the very same tensor (the calls
         up to the first layer called again: a second forward in the same ``with`` starts there)."""
         seen: set[int] = set()
         partition: list[list[int]] = []
-        previous: tuple[int, torch.Tensor] | None = None
-        for i, x in calls:
+        previous: int | None = None
+        for i, same_input in calls:
             if i in seen:
                 break
             seen.add(i)
-            if previous is not None and x is previous[1] and self._keys[i] == self._keys[previous[0]]:
+            if previous is not None and same_input and self._keys[i] == self._keys[previous]:
                 partition[-1].append(i)
             else:
                 partition.append([i])
-            previous = (i, x)
+            previous = i
         partition += [[i] for i in range(len(self._found)) if i not in seen]  # not called: alone
         self._build(partition)
 
@@ -215,16 +223,18 @@ class StackedLoRA:
             module.__dict__.pop("forward", None)
         for group in self.groups:
             group.reset()  # drop the last input
-        if self._calls:  # the first forward ran: group the layers as it called them
-            calls, self._calls = self._calls, None
+        if self._calls:  # the first forward ran: group the layers as it called them (or try again next time)
+            calls, self._calls, self._last_input = self._calls, [], None
             if exc[0] is None:
+                self._calls = None
                 self._regroup(calls)
                 self.set_rows([self.roles[r] for r in self._roles])
 
     def _forward(self, index: int, base: torch.nn.Module, group: _Group, member: int, bt: torch.Tensor) -> Any:
         def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-            if self._calls is not None:
-                self._calls.append((index, x))
+            if self._calls is not None:  # only the last input is held, not every layer's
+                self._calls.append((index, x is self._last_input))
+                self._last_input = x
             result = base(x, *args, **kwargs)
             low = group.low(x)
             if group.mask is None:  # one role: its block of this member's columns

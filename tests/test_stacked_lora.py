@@ -74,6 +74,9 @@ def test_layers_reading_one_input_share_its_a_product_and_never_a_stale_one(dist
             model(input_ids=torch.randint(10, 200, (2, 4)))
         assert sorted(g.size for g in stack.groups) == sorted([3, 1, 2, 1] * len(model.get_base_model().model.layers))
         with stack:
+            model(input_ids=torch.randint(10, 200, (2, 4)))
+            assert all(g._x is None for g in stack.groups)  # each input let go once its layers took their columns
+        with stack:
             got_q = q(x)
             with KernelCounter() as shared:
                 k(x)  # the same tensor: its columns of q's product, no A product of its own
