@@ -59,7 +59,7 @@ from joy_agents.decoding import nucleus_logits, stop_end_candidates, stop_rules
 from joy_agents.drafts import PromptLookup, accepted_length, step_width
 from joy_agents.engine_stats import EngineStats
 from joy_agents.kv_slots import SlotBatch
-from joy_agents.policy import TeamPolicy
+from joy_agents.policy import TeamPolicy, _as_id_list
 from joy_agents.prefill import _cache_argument, plain_layout, prefill_shared, prompt_layout
 from joy_agents.stacked_lora import StackedLoRA
 
@@ -206,13 +206,7 @@ class ContinuousSampler:
         """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
         ``(key, sample)``."""
         self.team._check_role(role)
-        if isinstance(prompt_ids, torch.Tensor):
-            prompt_ids = prompt_ids.tolist()
-        if not isinstance(prompt_ids, (list, tuple)) or not all(
-            isinstance(t, int) and not isinstance(t, bool) for t in prompt_ids
-        ):
-            raise TypeError(f"prompt_ids must be a list of int token ids, got {prompt_ids!r:.80}")
-        prompt = list(prompt_ids)
+        prompt = _as_id_list("prompt_ids", prompt_ids)
         _check_count("num_samples", num_samples, 1)
         if len(prompt) < 2:
             raise ValueError(f"a prompt needs at least 2 tokens for continuous batching, got {len(prompt)}")

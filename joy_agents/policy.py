@@ -123,18 +123,24 @@ _TEAM_FILE = "team.json"
 _TEAM_FORMAT = "joy_agents.team/1"
 
 
+def _as_id_list(name: str, ids: Any) -> list[int]:
+    """``ids`` (a list, tuple or tensor of int token ids) as a list; a TypeError naming ``name`` otherwise."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        raise TypeError(f"{name} must be a list of int token ids, got {ids!r:.80}")
+    return list(ids)
+
+
 def _as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int]]:
     if isinstance(seqs, torch.Tensor) or not isinstance(seqs, (list, tuple)):
         raise TypeError(f"{name} must be a list of token id lists, got {type(seqs).__name__}")
     out: list[list[int]] = []
     for i, s in enumerate(seqs):
-        if isinstance(s, torch.Tensor):
-            s = s.tolist()
-        if not isinstance(s, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in s):
-            raise TypeError(f"{name}[{i}] must be a list of int token ids, got {s!r:.80}")
-        if not s and not allow_empty_items:
+        ids = _as_id_list(f"{name}[{i}]", s)
+        if not ids and not allow_empty_items:
             raise ValueError(f"{name}[{i}] is empty; every prompt needs at least one token")
-        out.append(list(s))
+        out.append(ids)
     return out
 
 

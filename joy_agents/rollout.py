@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import joy_env
-from joy_agents.engine import ENGINES, ContinuousSampler, EngineStats, continuous_supported
+from joy_agents.engine import ENGINES, ContinuousSampler, EngineStats, _check_count, continuous_supported
 from joy_agents.memory import render_memories
 from joy_agents.policy import Sample, SamplingConfig
 from joy_agents.vllm_engine import VLLMConfig, VLLMSampler
@@ -140,12 +140,9 @@ class RolloutConfig:
             raise TypeError(f"RolloutConfig.vllm must be a VLLMConfig, got {type(self.vllm).__name__}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
-        if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) or self.max_batch_rows < 1:
-            raise ValueError(f"max_batch_rows must be an int >= 1, got {self.max_batch_rows!r}")
-        if isinstance(self.draft_tokens, bool) or not isinstance(self.draft_tokens, int) or self.draft_tokens < 0:
-            raise ValueError(f"draft_tokens must be an int >= 0 (0: no drafts), got {self.draft_tokens!r}")
-        if isinstance(self.draft_max_rows, bool) or not isinstance(self.draft_max_rows, int) or self.draft_max_rows < 1:
-            raise ValueError(f"draft_max_rows must be an int >= 1, got {self.draft_max_rows!r}")
+        _check_count("max_batch_rows", self.max_batch_rows, 1)
+        _check_count("draft_tokens", self.draft_tokens, 0, " (0: no drafts)")
+        _check_count("draft_max_rows", self.draft_max_rows, 1)
 
 
 class RolloutEngine:
