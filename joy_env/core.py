@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -139,11 +139,12 @@ class Task:
         answer: the master's gold final answer.
         answer_type: how the master's final answer is scored (see :func:`joy_env.rewards.score_answer`):
             ``math`` numeric equality, ``qa`` normalised EM / token F1, ``facts`` every string in
-            ``facts`` must appear in the answer, ``none`` the answer is not scored; ``communicate``
-            (tau2-bench tasks): R_A is the database check times tau2's communicate check of ``facts``
-            (:func:`joy_env.rewards.score_communicate`), with no route or call check.
+            ``facts`` must appear in the answer, ``none`` the answer is not scored; ``tau2``
+            (tau2-bench tasks): R_A is the product of the checks of the task's reward basis
+            (``meta["reward_basis"]``: the database, the state assertions, the gold actions, the ``facts``
+            communicated), with no route or call check (see :mod:`joy_env.domains.tau2`).
         route: the gold sub-agent invocations, in order.
-        facts: for ``answer_type="facts"`` or ``"communicate"``: strings the final answer must contain.
+        facts: for ``answer_type="facts"`` or ``"tau2"``: strings the final answer must contain.
         template: name of the generator template (for analysis and split design).
         tools: per-task function schemas for an agent (``{agent: (schema, ...)}``) that replace that
             agent's own tools in this task; they have no implementation: the env records each call and
@@ -225,6 +226,13 @@ class Domain:
             tracks changed rows in these tables so that comparing the final database with the gold
             one costs as much as the rows changed. Tables not listed must never be written.
         system_prompt: the agent's role description, put at the start of its conversation.
+        prepare: ``prepare(conn, task)`` sets a task's starting state on a fresh copy of the pristine
+            database (tau2-bench telecom's initialization actions), or ``None`` when every task starts from
+            the pristine database. The env computes each task's starting image once per world and replays the
+            gold solution from it.
+        env_assertions: ``env_assertions(conn, assertions) -> bool`` evaluates a task's state assertions
+            (``task.meta["env_assertions"]``, in tau2-bench's form) on a scratch copy of the final database:
+            ``True`` when every one holds; ``None`` for domains without them.
     """
 
     agent: str
@@ -232,3 +240,5 @@ class Domain:
     build_db: Callable[[int], sqlite3.Connection] | None = None
     audit: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     system_prompt: str = ""
+    prepare: Callable[[sqlite3.Connection, Task], None] | None = None
+    env_assertions: Callable[[sqlite3.Connection, Sequence[Mapping[str, Any]]], bool] | None = None

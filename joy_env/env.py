@@ -50,17 +50,19 @@ Observation
 Reward
 ------
 See :mod:`joy_env.rewards`. ``infos[agent]["episode"]`` at the end holds ``R``, ``R_A``, ``R_F``,
-``R_E``, ``success``, the accuracy checks, turn and call counts against the gold solution, and
-``nodes``: one record per agent turn with its format validity, errors, tool calls and its share of
-R_F and R_E.
+``R_E``, ``success``, the accuracy checks, turn and call counts against the gold solution,
+``not_scored`` (parts of the task's own evaluation that the env does not score: tau2-bench's
+natural-language assertions, which need an LLM judge) and ``nodes``: one record per agent turn with its
+format validity, errors, tool calls and its share of R_F and R_E.
 
 Arguments (``joy_env.make``)
 ----------------------------
 ``split`` (train | validation | test; disjoint entities), ``seed`` (data seed), ``max_cycles``
 (agent turns per episode, default 30), ``reward_config``, ``render_mode`` (None | human | ansi), and
-per env id: ``source``/``path``/``categories`` (GSM8K, BFCL and tau2-bench loaders). ``reset(seed=...,
-options=...)`` samples a task with the seed; ``options={"task_index": i}`` or ``{"task_id": "math/test/3"}``
-(``"tau2/retail/3"`` for ``source="tau2"``) picks one; an unknown option is an error.
+per env id: ``source``/``path``/``categories`` (GSM8K, BFCL and tau2-bench loaders), ``domain``/``protocol``/
+``path`` for ``joy/tau2-v0``. ``reset(seed=..., options=...)`` samples a task with the seed;
+``options={"task_index": i}`` or ``{"task_id": "math/test/3"}`` (``"tau2/airline/3"`` for tau2-bench tasks)
+picks one; an unknown option is an error.
 
 Seeds
 -----
@@ -108,9 +110,9 @@ from joy_env import database
 from joy_env.core import Task, Tool, ToolContext, ToolError, check_seed
 from joy_env.episode import EnvSnapshot, Episode, Frame
 from joy_env.protocol import MAX_ACTION_CHARS, clip, parse_action, to_printable
-from joy_env.rewards import RewardConfig, score_answer, score_calls, score_communicate, score_facts
+from joy_env.rewards import RewardConfig, score_answer, score_calls, score_communicate, score_facts, score_tau2_actions
 from joy_env.schema import validate
-from joy_env.scoring import episode_breakdown, gold_db
+from joy_env.scoring import episode_breakdown, gold_db, start_image
 from joy_env.spec import World
 
 TEXT_MAX = 16_384
@@ -206,7 +208,7 @@ class JoyEnv(AECEnv):
             },
             fn=lambda ctx, **kw: None,
         )
-        self._prompts = {"master": MASTER_PROMPT}
+        self._prompts = {"master": world.spec.master_prompt or MASTER_PROMPT}
         self._prompts.update({d.agent: d.system_prompt or f"You are the {d.agent} agent." for d in world.spec.domains})
         self._base_schemas = {"master": [self._call_agent.schema()]}
         self._base_schemas.update({a: [t.schema() for t in tools.values()] for a, tools in world.tools.items()})
@@ -254,10 +256,10 @@ class JoyEnv(AECEnv):
         options = dict(options or {})
         task, index = self._choose_task(options)
         for agent, conn in self._dbs.items():
-            pristine = self.world.images[agent]
-            if self._db_ref[agent] is not pristine or conn.total_changes != self._db_mark[agent]:
-                database.load(pristine, conn)  # ~0.1 ms for the 1.4 MB shop; cheaper than undoing rows
-                self._db_ref[agent] = pristine
+            start = start_image(self.world, task, agent)  # the pristine image unless the domain prepares tasks
+            if self._db_ref[agent] is not start or conn.total_changes != self._db_mark[agent]:
+                database.load(start, conn)  # ~0.1 ms for the 1.4 MB shop; cheaper than undoing rows
+                self._db_ref[agent] = start
                 self._db_mark[agent] = conn.total_changes
         master = Frame("master", [self._system("master"), {"role": "user", "content": task.query}])
         contexts = {a: [self._system(a)] for a in self._sub_agents}
@@ -269,6 +271,7 @@ class JoyEnv(AECEnv):
             contexts=contexts,
             agent_turns={a: 0 for a in self.possible_agents},
             executed={a: [] for a in self._sub_agents},
+            attempted={a: [] for a in self._sub_agents},
         )
         self._ep.log.append(("master", master.messages[1]))
         self.agents = list(self.possible_agents)
@@ -631,6 +634,7 @@ class JoyEnv(AECEnv):
         ep = self._ep
         ep.n_calls += 1
         node["calls"] += 1
+        ep.attempted.setdefault(agent, []).append({"name": call["name"], "arguments": call["arguments"]})
         tools = self._tools_for(agent)
         tool = tools.get(call["name"])
         if tool is None:
@@ -676,11 +680,42 @@ class JoyEnv(AECEnv):
                     return False
         return True
 
+    def _env_assertions(self) -> float:
+        """1.0 when every state assertion of the task holds on the final database of the agent that owns the
+        task's tools (its domain's ``env_assertions``, on a scratch copy: tau2's assertion functions sync the
+        state as they run)."""
+        assertions = self._ep.task.meta.get("env_assertions") or ()
+        agent = self._ep.task.route[0].agent if self._ep.task.route else ""
+        domain, conn = self.world.spec.domain(agent), self._dbs.get(agent)
+        if domain is None or domain.env_assertions is None or conn is None:
+            return 0.0 if assertions else 1.0
+        scratch = database.load(database.image(conn))
+        try:
+            return float(domain.env_assertions(scratch, assertions))
+        finally:
+            scratch.close()
+
+    def _tau2_checks(self) -> dict[str, float]:
+        """tau2-bench's reward: one check per entry of the task's reward basis (R_A is their product)."""
+        ep, task = self._ep, self._ep.task
+        checks: dict[str, float] = {}
+        for basis in task.meta.get("reward_basis", ("DB", "COMMUNICATE")):
+            if basis == "DB":
+                checks["db"] = float(self._db_matches())
+            elif basis == "ENV_ASSERTION":
+                checks["env_assertions"] = self._env_assertions()
+            elif basis == "ACTION":
+                calls = [c for agent in self._sub_agents for c in ep.attempted.get(agent, [])]
+                checks["actions"] = score_tau2_actions(calls, task.meta.get("actions") or ())
+            elif basis == "COMMUNICATE":
+                said = score_communicate(ep.final_answer, task.facts) if ep.final_answer is not None else 0.0
+                checks["communicate"] = said
+        return checks
+
     def _accuracy(self) -> dict[str, float]:
         ep, task = self._ep, self._ep.task
-        if task.answer_type == "communicate":  # tau2-bench's rule: database and communicate checks only
-            said = score_communicate(ep.final_answer, task.facts) if ep.final_answer is not None else 0.0
-            return {"db": float(self._db_matches()), "communicate": said}
+        if task.answer_type == "tau2":  # tau2-bench's rule: the checks of the task's reward basis only
+            return self._tau2_checks()
         checks: dict[str, float] = {}
         checks["route"] = float(all(s.agent in ep.called for s in task.route))
         call_score = 1.0

@@ -40,6 +40,9 @@ class Episode:
     turn: int = 0
     nodes: list[dict[str, Any]] = field(default_factory=list)
     executed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Each sub-agent's calls that ran without error (name and arguments)."""
+    attempted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Each sub-agent's calls to its tools, whatever became of them (tau2-bench's action check reads these)."""
     called: list[str] = field(default_factory=list)
     n_calls: int = 0
     log: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -58,6 +61,7 @@ class Episode:
             agent_turns=dict(self.agent_turns),
             nodes=[dict(n, errors=list(n["errors"])) for n in self.nodes],
             executed={a: list(c) for a, c in self.executed.items()},
+            attempted={a: list(c) for a, c in self.attempted.items()},
             called=list(self.called),
             log=list(self.log),
         )

@@ -7,8 +7,9 @@ Term           Meaning
                route (every gold sub-agent was called), required tool calls of each sub-agent
                (:func:`score_calls`), final database equal to the gold one, and the master's final
                answer (:func:`score_answer`). An episode that ends without a final answer has R_A = 0.
-               tau2-bench tasks (answer type ``communicate``) have tau2's two checks instead: the
-               database and :func:`score_communicate`.
+               tau2-bench tasks (answer type ``tau2``) have the checks of their reward basis
+               instead: the database, state assertions, :func:`score_tau2_actions`,
+               :func:`score_communicate`.
 ``R_F``        format, ``format_weight`` times the share of agent turns that were well formed
                (parseable action, known tool, arguments valid against the tool's schema).
 ``R_E``        efficiency cost: ``turn_cost`` per agent turn and ``call_cost`` per tool call beyond the
@@ -49,6 +50,8 @@ __all__ = [
     "score_calls",
     "score_facts",
     "score_communicate",
+    "score_tau2_actions",
+    "tau2_action_matches",
     "extract_number",
     "normalize_answer",
     "token_f1",
@@ -214,6 +217,33 @@ def score_communicate(prediction: str, infos: Sequence[str]) -> float:
         return 0.0
     said = prediction.lower().replace(",", "")
     return float(all(str(info).lower() in said for info in infos))
+
+
+def tau2_action_matches(gold: Mapping[str, Any], call: Mapping[str, Any]) -> bool:
+    """tau2-bench's rule for one gold action and one tool call: the same tool name, and equal values of the
+    arguments compared. Those are the gold action's ``compare_args`` when it names them (an empty list:
+    the name alone), else the arguments the *call* passed, so a call that leaves out an argument of the
+    gold action still matches on the others (tau2's rule, kept as it is)."""
+    if not isinstance(call, Mapping) or call.get("name") != gold.get("name"):
+        return False
+    arguments = call.get("arguments")
+    arguments = arguments if isinstance(arguments, Mapping) else {}
+    wanted = gold.get("arguments") or {}
+    names = gold.get("compare_args")
+    keys = list(arguments) if names is None else list(names)
+    if not keys:
+        return True
+    return {k: v for k, v in arguments.items() if k in keys} == {k: v for k, v in wanted.items() if k in keys}
+
+
+def score_tau2_actions(calls: Sequence[Mapping[str, Any]], gold_actions: Sequence[Mapping[str, Any]]) -> float:
+    """tau2-bench's action check: 1.0 if every gold action (``{"name", "arguments", "compare_args"}``) matches
+    at least one of ``calls`` (every call made, whatever its result) by :func:`tau2_action_matches`, else 0.0.
+
+    >>> score_tau2_actions([{"name": "reboot_device", "arguments": {}}], [{"name": "reboot_device", "arguments": {}}])
+    1.0
+    """
+    return float(all(any(tau2_action_matches(gold, call) for call in calls) for gold in gold_actions))
 
 
 def score_answer(prediction: str, gold: str, domain: str) -> float:

@@ -1,7 +1,8 @@
 """Scoring a finished episode: the database state of the gold solution and the reward breakdown.
 
-:func:`gold_db` replays a task's gold calls on a scratch copy of an agent's pristine database (once per world,
-cached) and returns what they change; :class:`~joy_env.env.JoyEnv` compares its own databases with it.
+:func:`start_image` is an agent's database at the start of a task (the pristine one, or after the domain's
+``prepare`` step); :func:`gold_db` replays a task's gold calls on a scratch copy of it (once per world, cached) and
+returns what they change; :class:`~joy_env.env.JoyEnv` compares its own databases with it.
 :func:`episode_breakdown` turns the accuracy checks and the episode's turns and calls into R = R_A + R_F - R_E
 and one record per agent turn with its share of R_F and R_E (the rules are in :mod:`joy_env.rewards`).
 """
@@ -17,11 +18,34 @@ from joy_env.episode import Episode
 from joy_env.rewards import RewardConfig
 from joy_env.spec import World
 
-__all__ = ["episode_breakdown", "gold_db"]
+__all__ = ["episode_breakdown", "gold_db", "start_image"]
+
+
+def start_image(world: World, task: Task, agent: str) -> bytes:
+    """The image of ``agent``'s database at the start of ``task``: the pristine one, or, for a domain with a
+    ``prepare`` step (:class:`~joy_env.core.Domain`), the pristine one after it (computed once per world and
+    task). Rows that ``prepare`` changes stay in the change log, so they are compared like the episode's."""
+    domain = world.spec.domain(agent)
+    if domain is None or domain.prepare is None:
+        return world.images[agent]
+    key = ("start_image", task.task_id, task.query, agent)
+    cached = world.cache.get(key)
+    if cached is not None:
+        return cached
+    scratch = database.load(world.images[agent])
+    try:
+        domain.prepare(scratch, task)
+        image = database.image(scratch)
+    finally:
+        scratch.close()
+    with world.lock:
+        world.cache[key] = image
+    return image
 
 
 def gold_db(world: World, task: Task, agent: str, audit: Mapping[str, Any]) -> tuple[set, dict] | list:
-    """Rows changed by the gold calls of ``agent`` (or a full dump for unaudited databases)."""
+    """Rows changed by the task's starting state and the gold calls of ``agent`` (or a full dump for unaudited
+    databases)."""
     key = ("gold_db", task.task_id, task.query, agent)
     cached = world.cache.get(key)
     if cached is not None:
@@ -29,10 +53,11 @@ def gold_db(world: World, task: Task, agent: str, audit: Mapping[str, Any]) -> t
     tools = world.tools.get(agent, {})
     calls = [c for s in task.route if s.agent == agent for turn in s.turns for c in turn]
     writes = any(tools[c["name"]].writes for c in calls if c["name"] in tools)
-    if not writes and audit:
+    start = start_image(world, task, agent)
+    if not writes and audit and start is world.images[agent]:
         result: Any = (set(), {})
     else:
-        scratch = database.load(world.images[agent])
+        scratch = database.load(start)
         ctx = ToolContext(db=scratch, task=task)
         for c in calls:
             tool = tools.get(c["name"])
@@ -93,5 +118,6 @@ def episode_breakdown(ep: Episode, cfg: RewardConfig, checks: dict[str, float], 
         "agents_called": list(ep.called),
         "task_id": task.task_id,
         "domain": task.domain,
+        "not_scored": list(task.meta.get("not_scored", ())),
         "nodes": node_records,
     }

@@ -37,6 +37,8 @@ class EnvSpec:
         variant: ``variant(kwargs) -> EnvSpec | None``, called by ``make`` with its keyword arguments before
             anything else: it returns the spec to build instead (another database and tools, e.g. the
             ``source="tau2"`` data of ``joy/ecommerce-v0``) or ``None`` to build this one.
+        master_prompt: the master's system prompt, or ``""`` for the default one
+            (:data:`joy_env.env.MASTER_PROMPT`, which describes the built-in sub-agents).
     """
 
     env_id: str
@@ -46,10 +48,15 @@ class EnvSpec:
     description: str = ""
     splits: tuple[str, ...] = SPLITS
     variant: Callable[[Mapping[str, Any]], EnvSpec | None] | None = None
+    master_prompt: str = ""
 
     @property
     def agents(self) -> tuple[str, ...]:
         return ("master", *(d.agent for d in self.domains))
+
+    def domain(self, agent: str) -> Domain | None:
+        """The domain of sub-agent ``agent`` (``None`` for the master or an unknown name)."""
+        return next((d for d in self.domains if d.agent == agent), None)
 
 
 @dataclass
