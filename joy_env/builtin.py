@@ -5,7 +5,7 @@ Id                     Tasks
 =====================  ==========================================================================
 ``joy/ecommerce-v0``   shop tasks: search, compare, orders, shipments, carts, coupons, returns
                        (:mod:`joy_env.domains.ecommerce`); ``source="tau2"`` serves tau2-bench's retail
-                       tasks with tau2's tools and database (:mod:`joy_env.domains.tau2_retail`)
+                       tasks: ``joy/tau2-v0``'s retail domain under this id
 ``joy/general-v0``     general tool calls: weather, units, currencies, dates, time zones, stocks,
                        flights, dictionary (:mod:`joy_env.domains.general`); ``source="bfcl"`` loads
                        BFCL v4 files (:mod:`joy_env.domains.bfcl`)
@@ -15,6 +15,8 @@ Id                     Tasks
                        ``source="gsm8k"`` loads a GSM8K jsonl file
 ``joy/mixed-v0``       all of the above plus collaborative tasks that need two or three sub-agents,
                        about 3 collaborative per 10 single-sub-agent tasks (:mod:`joy_env.domains.mixed`)
+``joy/tau2-v0``        tau2-bench's retail, airline and telecom tasks (``domain=...``) with tau2's data,
+                       tools and reward (:mod:`joy_env.domains.tau2`; needs tau2's data installed)
 =====================  ==========================================================================
 
 Every id has the same five agents; the master may call any sub-agent (calling the wrong one is a
@@ -23,11 +25,12 @@ mistake the reward sees). Agents, action protocol, observation, reward and argum
 
 ``import joy_env`` registers these ids like custom ones (:func:`register_builtin_envs`, through
 :func:`joy_env.registry.register_env_loader`); a spec and its domains are built when the id is first used.
-Built-in ids cannot be replaced.
+Built-in ids cannot be replaced. :data:`ENV_IDS` holds the first five, whose tasks the project generates.
 
 Version history
 ---------------
-* v0 (all ids): first release.
+* v0 (all ids): first release. ``joy/tau2-v0`` added beside the generated ids (``joy/ecommerce-v0`` with
+  ``source="tau2"`` stays as its retail alias).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from joy_env.core import TaskSource
 from joy_env.registry import EnvSpec, list_envs, register_env_loader
 
 ENV_IDS = ("joy/ecommerce-v0", "joy/general-v0", "joy/qa-v0", "joy/math-v0", "joy/mixed-v0")
+"""The ids whose tasks the project generates itself (the tiny model is pretrained on their text)."""
+TAU2_ENV_ID = "joy/tau2-v0"
+"""tau2-bench's retail, airline and telecom tasks (needs tau2's data: :mod:`joy_env.domains.tau2`)."""
 
 
 def _ecommerce_tasks(
@@ -59,9 +65,9 @@ def _ecommerce_tasks(
 def _ecommerce_variant(kwargs: Mapping[str, Any]) -> EnvSpec | None:
     if kwargs.get("source") != "tau2":
         return None
-    from joy_env.domains import tau2_retail
+    from joy_env.domains.tau2.spec import retail_alias_spec
 
-    return tau2_retail.env_spec(kwargs.get("path"))
+    return retail_alias_spec(kwargs.get("path"))
 
 
 # -- end of source="tau2" --
@@ -150,11 +156,34 @@ def specs() -> dict[str, EnvSpec]:
     }
 
 
+def _tau2_spec() -> EnvSpec:
+    """``joy/tau2-v0`` before its options are known: ``make`` always builds the spec of the chosen domain
+    (:func:`joy_env.domains.tau2.spec.variant`), so this one only names the options and the splits."""
+    from joy_env.domains import builtin_domains
+    from joy_env.domains.tau2.spec import SOURCE_KWARGS, variant
+
+    def tasks(seed: int, dbs: Mapping[str, sqlite3.Connection], **kwargs: Any) -> TaskSource:
+        raise RuntimeError("joy/tau2-v0's tasks come from the spec of its domain (joy_env.domains.tau2.spec.variant)")
+
+    return EnvSpec(
+        TAU2_ENV_ID,
+        builtin_domains(),
+        tasks,
+        SOURCE_KWARGS,
+        "tau2-bench retail / airline / telecom",
+        splits=("train", "test", "all", "small", "full"),
+        variant=variant,
+    )
+
+
 def register_builtin_envs() -> None:
-    """Register :data:`ENV_IDS` (done once by ``import joy_env``); each spec is built on first use."""
+    """Register :data:`ENV_IDS` and :data:`TAU2_ENV_ID` (done once by ``import joy_env``); each spec is built on
+    first use."""
     for env_id in ENV_IDS:
         if env_id not in list_envs():  # already there when joy_env is reloaded
             register_env_loader(env_id, functools.partial(_spec, env_id), final=True)
+    if TAU2_ENV_ID not in list_envs():
+        register_env_loader(TAU2_ENV_ID, _tau2_spec, final=True)
 
 
 def _spec(env_id: str) -> EnvSpec:

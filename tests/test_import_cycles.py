@@ -108,7 +108,7 @@ def test_the_cycle_finder_names_a_cycle():
 def test_the_graph_sees_deferred_imports_and_skips_annotation_only_ones():
     graph = import_graph()
     assert "joy_env.env" in graph["joy_env.registry"]  # make() builds a JoyEnv
-    assert "joy_env.domains.tau2_retail" in graph["joy_env.builtin"]  # imported inside a function
+    assert "joy_env.domains.tau2.spec" in graph["joy_env.builtin"]  # imported inside a function
     assert "joy_trainers.rl.state" not in graph["joy_trainers.rl.groups"]  # under `if TYPE_CHECKING:`
 
 

