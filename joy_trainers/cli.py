@@ -7,8 +7,8 @@
     joy-train --trainer grpo --preset tiny --output-dir runs/g --resume      # continue a run after a crash
     joy-eval runs/sft-20261202-101500 --split test --tasks 200
     joy-eval runs/sft-20261202-101500 --engine generate        # evaluate with another generation engine
-    joy-train --trainer sft --preset tiny --set env_id=joy/ecommerce-v0 --set env_kwargs='{"source": "tau2"}'
-    joy-eval runs/sft-20261202-101500 --env joy/ecommerce-v0 --env-kwargs '{"source": "tau2"}' --split test
+    joy-train --trainer sft --preset tiny --set env_id=joy/tau2-v0 --set env_kwargs='{"domain": "airline"}'
+    joy-eval runs/sft-20261202-101500 --env joy/tau2-v0 --env-kwargs '{"domain": "telecom"}' --split test
 
 A run directory (default ``runs/<trainer>-<timestamp>``) belongs to one run: a new run into a directory that
 holds something stops, unless ``--resume`` continues the run there or ``--overwrite`` replaces it. A mistake
@@ -227,8 +227,9 @@ def eval_main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--split",
         default="test",
-        choices=("train", "validation", "test", "all"),
-        help="split evaluated (all: every task, where the env's source has it, e.g. tau2)",
+        choices=("train", "validation", "test", "all", "small", "full"),
+        help="split evaluated (all: every task, where the env's source has it, e.g. tau2; small and full: tau2's "
+        "telecom task sets)",
     )
     parser.add_argument("--tasks", type=_positive, default=None, help="number of tasks (default: as in the run)")
     parser.add_argument("--env", default=None, help="env id (default: the run's)")
@@ -254,7 +255,7 @@ def eval_main(argv: list[str] | None = None) -> None:
         "--env-kwargs",
         default=None,
         metavar="JSON",
-        help='task-source options of the env as a JSON object, e.g. \'{"source": "tau2"}\' (default: the run\'s '
+        help='task-source options of the env as a JSON object, e.g. \'{"domain": "airline"}\' (default: the run\'s '
         "env_kwargs when the env is the run's, else none)",
     )
     args = parser.parse_args(argv)

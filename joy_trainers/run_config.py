@@ -26,7 +26,7 @@ class RunConfig:
     """Environment of training and evaluation."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Task-source options of the environment (``joy_env.make``), in training and evaluation, e.g.
-    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0``."""
+    ``{"domain": "airline"}`` with ``env_id=joy/tau2-v0``."""
     seed: int = 0
     """Seed of the run."""
     eval_tasks: int = 200

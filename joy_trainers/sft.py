@@ -77,8 +77,7 @@ class SFTConfig(RunConfig):
     """Environment whose expert trajectories are the data."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Task-source options of the environment, passed to ``joy_env.make`` for the data and the evaluation, e.g.
-    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0`` (tau2-bench retail; its splits are ``train`` and
-    ``test``)."""
+    ``{"domain": "airline"}`` with ``env_id=joy/tau2-v0`` (tau2-bench; its splits are ``train`` and ``test``)."""
     seed: int = 0
     """Seed of the data, the tiny model and training."""
     sft_tasks: int = 800

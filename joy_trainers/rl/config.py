@@ -29,7 +29,7 @@ class RLConfig(RunConfig):
     """Environment of training and evaluation."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Task-source options of the environment (``joy_env.make``), in training and evaluation, e.g.
-    ``{"source": "tau2"}`` with ``env_id=joy/ecommerce-v0``; the automatic SFT run gets them too (unless
+    ``{"domain": "airline"}`` with ``env_id=joy/tau2-v0``; the automatic SFT run gets them too (unless
     ``sft_overrides`` sets its own)."""
     seed: int = 0
     """Seed of the RL run: the order of training tasks, sampling and initialisation. Vary it to repeat a run."""
