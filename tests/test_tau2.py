@@ -6,9 +6,7 @@ against tau2's code also need the packages its retail code imports (``pip instal
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
 import importlib.util
 import json
 import pickle
@@ -18,6 +16,7 @@ import warnings
 
 import pytest
 from pettingzoo.test import api_test
+from tau2_support import no_gc, play, tau2_content
 
 import joy_env
 from joy_env import database
@@ -66,17 +65,7 @@ class Tau2:
         self.hash = get_dict_hash
         self.pristine = pickle.dumps(RetailDB.load(RETAIL_DB_PATH))
 
-    @staticmethod
-    @contextlib.contextmanager
-    def no_gc():
-        """tau2's databases are a million small objects: the cyclic collector, not the work, would dominate."""
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            yield
-        finally:
-            if enabled:
-                gc.enable()
+    no_gc = staticmethod(no_gc)
 
     def environment(self, solo_mode: bool = False):
         return self.get_environment(db=pickle.loads(self.pristine))
@@ -110,35 +99,6 @@ def tau2(data) -> Tau2:
     pytest.importorskip("tau2.domains.retail.environment", reason="tau2's code: pip install -e '.[tau2-check]'")
     pytest.importorskip("tau2.evaluator.evaluator_env", reason="tau2's code: pip install -e '.[tau2-check]'")
     return Tau2()
-
-
-def tau2_content(content: str) -> str:
-    """Our tool message as tau2 writes it: ``{"error": m}`` -> ``Error: m``; a string result unquoted."""
-    value = json.loads(content)
-    if isinstance(value, dict) and set(value) == {"error"}:
-        return "Error: " + value["error"]
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def play(env, task_id: str, calls: list[dict], answer: str):
-    """An episode where the master forwards the request, ecommerce makes ``calls`` (one per turn) and both
-    answer ``answer``; returns the breakdown and ecommerce's tool results."""
-    env.reset(options={"task_id": task_id})
-    made = 0
-    for agent in env.agent_iter():
-        _, _, term, trunc, _ = env.last(observe=False)
-        if term or trunc:
-            env.step(None)
-            continue
-        if agent == "master":
-            action = expert_action(env) if not env.invocations else format_turn(answer=answer)
-        elif made < len(calls):
-            action, made = format_turn([calls[made]]), made + 1
-        else:
-            action = format_turn(answer=answer)
-        env.step(action)
-    contents = [m["content"] for a, m in env.transcript() if a == "ecommerce" and m["role"] == "tool"]
-    return env.episode_breakdown, contents
 
 
 def db_hash(env, hash_fn) -> str:

@@ -8,9 +8,7 @@ through ``Environment.get_response``; the texts, the error flags and the databas
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
 import json
 import pickle
 import random
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tau2_support import no_gc
 
 from joy_env import database
 from joy_env.core import ToolContext, ToolError
@@ -59,18 +58,6 @@ def image(canon) -> bytes:
 @pytest.fixture(scope="module")
 def tasks(root) -> list[dict]:
     return json.loads((root / "tasks.json").read_text(encoding="utf-8"))
-
-
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """tau2's database is a hundred thousand small objects: the cyclic collector, not the work, would dominate."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Tau2:

@@ -8,9 +8,7 @@ stand-in for that one module in place when the client is not installed.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
 import importlib.util
 import json
 import random
@@ -19,6 +17,7 @@ import types
 
 import pytest
 from pettingzoo.test import api_test, seed_test
+from tau2_support import no_gc, play, tau2_content
 
 import joy_env
 from joy_env.domains import tau2
@@ -64,27 +63,6 @@ def env_of(domain: str, split: str = "all", **kwargs) -> joy_env.JoyEnv:
 
 def gold_calls(task: joy_env.Task) -> list[dict]:
     return [copy.deepcopy(turn[0]) for turn in task.route[0].turns]
-
-
-def play(env, task_id: str, calls: list[dict], answer: str):
-    """An episode where the master forwards the request, ecommerce makes ``calls`` (one per turn) and both
-    answer ``answer``; returns the breakdown and ecommerce's tool messages."""
-    env.reset(options={"task_id": task_id})
-    made = 0
-    for agent in env.agent_iter():
-        _, _, term, trunc, _ = env.last(observe=False)
-        if term or trunc:
-            env.step(None)
-            continue
-        if agent == "master":
-            action = expert_action(env) if not env.invocations else format_turn(answer=answer)
-        elif made < len(calls):
-            action, made = format_turn([calls[made]]), made + 1
-        else:
-            action = format_turn(answer=answer)
-        env.step(action)
-    contents = [m["content"] for a, m in env.transcript() if a == "ecommerce" and m["role"] == "tool"]
-    return env.episode_breakdown, contents
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -309,26 +287,6 @@ def test_trainers_take_the_domain_through_env_kwargs(domain):
 
 # --------------------------------------------------------------------------------------------------------
 # against tau2's own evaluator
-
-
-@contextlib.contextmanager
-def no_gc():
-    """tau2's databases are many small objects: the cyclic collector, not the work, would dominate."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def tau2_content(content: str) -> str:
-    """Our tool message as tau2 writes it: ``{"error": m}`` -> ``Error: m``; a string result unquoted."""
-    value = json.loads(content)
-    if isinstance(value, dict) and set(value) == {"error"}:
-        return "Error: " + value["error"]
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 class Evaluator:

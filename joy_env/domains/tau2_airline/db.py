@@ -3,13 +3,13 @@ the per-call session that the tools read and write it through (see :mod:`joy_env
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from joy_env.core import ToolContext, ToolError
+from joy_env.core import ToolError
+from joy_env.domains.tau2.session import session_tool
 
 TABLES: dict[str, str] = {"flights": "flight_number", "users": "user_id", "reservations": "reservation_id"}
 """Every table with its primary key column, in the order of tau2's database fields."""
@@ -129,26 +129,6 @@ class Session:
                 self.conn.execute(f"UPDATE {table} SET data = ? WHERE {TABLES[table]} = ?", (after, key))
 
 
-def _db(ctx: ToolContext) -> sqlite3.Connection:
-    if ctx.db is None:
-        raise ToolError("the airline database is not available")
-    return ctx.db
-
-
-def run(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a tool body: one session per call, changes kept even when the call fails half-way (as in tau2,
-    whose tools change objects in place), and every failure reported as tau2 reports it (its message)."""
-
-    @functools.wraps(fn)
-    def tool(ctx: ToolContext, **arguments: Any) -> Any:
-        session = Session(_db(ctx))
-        try:
-            return fn(session, **arguments)
-        except ToolError:
-            raise
-        except Exception as exc:  # tau2 turns any exception into "Error: <message>"
-            raise ToolError(str(exc)) from None
-        finally:
-            session.flush()
-
-    return tool
+run = session_tool(Session, "airline")
+"""Wrap a tool body: one session per call, changes kept even when the call fails half-way (as in tau2,
+whose tools change objects in place), and every failure reported as tau2 reports it (its message)."""

@@ -3,13 +3,13 @@ the per-call session that the tools read and write it through (see :mod:`joy_env
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from joy_env.core import ToolContext, ToolError
+from joy_env.core import ToolError
+from joy_env.domains.tau2.session import session_tool
 from joy_env.domains.tau2_retail.data import RetailData
 
 AUDIT: dict[str, tuple[str, ...]] = {"users": ("user_id",), "orders": ("order_id",)}
@@ -116,26 +116,6 @@ class _Session:
                 raise RuntimeError("tau2 retail tools never change products")
 
 
-def _db(ctx: ToolContext) -> sqlite3.Connection:
-    if ctx.db is None:
-        raise ToolError("the retail database is not available")
-    return ctx.db
-
-
-def _run(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a tool body: one session per call, changes kept even when the call fails half-way (as in tau2,
-    whose tools change objects in place), and every failure reported as tau2 reports it (its message)."""
-
-    @functools.wraps(fn)
-    def tool(ctx: ToolContext, **arguments: Any) -> Any:
-        session = _Session(_db(ctx))
-        try:
-            return fn(session, **arguments)
-        except ToolError:
-            raise
-        except Exception as exc:  # tau2 turns any exception into "Error: <message>"
-            raise ToolError(str(exc)) from None
-        finally:
-            session.flush()
-
-    return tool
+_run = session_tool(_Session, "retail")
+"""Wrap a tool body: one session per call, changes kept even when the call fails half-way (as in tau2,
+whose tools change objects in place), and every failure reported as tau2 reports it (its message)."""
