@@ -7,6 +7,7 @@
     joy-train --trainer grpo --preset tiny --output-dir runs/g --resume      # continue a run after a crash
     joy-eval runs/sft-20261202-101500 --split test --tasks 200
     joy-eval runs/sft-20261202-101500 --engine generate        # evaluate with another generation engine
+    joy-eval runs/sft-20261202-101500 --trials 4 --temperature 1.0   # each task 4 times: pass^1 .. pass^4
     joy-train --trainer sft --preset tiny --set env_id=joy/tau2-v0 --set env_kwargs='{"domain": "airline"}'
     joy-eval runs/sft-20261202-101500 --env joy/tau2-v0 --env-kwargs '{"domain": "telecom"}' --split test
 
@@ -23,6 +24,7 @@ import dataclasses
 import hashlib
 import importlib
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -145,6 +147,16 @@ def _positive(text: str) -> int:
 _positive.__name__ = "integer >= 1"
 
 
+def _temperature(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(text)
+    return value
+
+
+_temperature.__name__ = "finite number >= 0 (0: greedy)"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``PROG: error: ...``, exit status 2) like the rest of the CLI."""
 
@@ -258,6 +270,18 @@ def eval_main(argv: list[str] | None = None) -> None:
         help='task-source options of the env as a JSON object, e.g. \'{"domain": "airline"}\' (default: the run\'s '
         "env_kwargs when the env is the run's, else none)",
     )
+    parser.add_argument(
+        "--trials",
+        type=_positive,
+        default=1,
+        help="plays of each task; above 1 the metrics add tau2-bench's pass^1 .. pass^N (default 1)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=_temperature,
+        default=0.0,
+        help="sampling temperature of every turn, 0: greedy (default 0; trials of greedy play are identical)",
+    )
     args = parser.parse_args(argv)
     _run("joy-eval", lambda: _evaluate(args))
 
@@ -356,11 +380,20 @@ def _evaluate(args: argparse.Namespace) -> None:
         vllm_options=vllm_options,
         memory=memory,
         env_kwargs=env_kwargs,
+        trials=args.trials,
+        temperature=args.temperature,
     )
     out = run / eval_file_name(env_id, env_kwargs, args.split, (run_env, cfg.get("env_kwargs") or {}))
-    record = {"env_id": env_id, "env_kwargs": env_kwargs, "split": args.split, "metrics": metrics}
+    record: dict[str, Any] = {"env_id": env_id, "env_kwargs": env_kwargs, "split": args.split}
+    if args.trials > 1 or args.temperature > 0:  # a greedy single play keeps the record it always had
+        record.update(trials=args.trials, temperature=args.temperature)
+    record["metrics"] = metrics
     out.write_text(json.dumps(record, indent=2))
     print(json.dumps(metrics, indent=2))
+    if "pass_k" in metrics:
+        played = metrics["episodes"] // args.trials
+        ks = ", ".join(f"pass^{k} {v:.3f}" for k, v in metrics["pass_k"].items())
+        print(f"{ks} ({played} tasks x {args.trials} trials at temperature {args.temperature:g})")
     print(f"wrote {out}")
 
 

@@ -125,6 +125,24 @@ def test_joy_eval_mistakes(capsys, finished_run, tmp_path):
     assert "does not exist" in line
 
 
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--trials", "0"], "argument --trials: invalid integer >= 1 value: '0'"),
+        (["--trials", "-2"], "argument --trials: invalid integer >= 1 value: '-2'"),
+        (["--trials", "2.5"], "argument --trials: invalid integer >= 1 value: '2.5'"),
+        (["--trials", "many"], "argument --trials: invalid integer >= 1 value: 'many'"),
+        (["--temperature", "-1"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: '-1'"),
+        (["--temperature", "nan"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: 'nan'"),
+        (["--temperature", "inf"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: 'inf'"),
+        (["--temperature", "hot"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: 'hot'"),
+    ],
+)
+def test_joy_eval_refuses_bad_trials_and_temperatures(capsys, finished_run, argv, expected):
+    line = _error(capsys, eval_main, [str(finished_run), *argv])
+    assert line.startswith("joy-eval: error:") and expected in line and "joy-eval --help" in line
+
+
 def test_joy_eval_refuses_bad_engine_settings_in_a_runs_results(capsys, finished_run):
     saved = json.loads((finished_run / "results.json").read_text())
     for key, value, expected in (
@@ -148,6 +166,7 @@ def test_joy_eval_draft_tokens_reach_the_engine(finished_run, monkeypatch):
     eval_main([str(finished_run), "--tasks", "1"])
     eval_main([str(finished_run), "--tasks", "1", "--draft-tokens", "0", "--draft-max-rows", "8"])
     assert [kw["draft_tokens"] for kw in seen] == [3, 0] and seen[0]["vllm_options"] == {}
+    assert [(kw["trials"], kw["temperature"]) for kw in seen] == [(1, 0.0), (1, 0.0)]  # one greedy play by default
     assert [kw["draft_max_rows"] for kw in seen] == [64, 8]
 
 
