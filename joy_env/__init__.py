@@ -36,6 +36,15 @@ from joy_env.rewards import RewardConfig, score_answer, score_calls
 
 builtin.register_builtin_envs()
 
+
+def tau2_simulation(env: JoyEnv, simulation_id: str = "joy") -> dict:
+    """A finished ``joy/tau2-v0`` episode as tau2's ``SimulationRun`` dict, for tau2's own evaluator
+    (:func:`joy_env.domains.tau2.export.tau2_simulation`)."""
+    from joy_env.domains.tau2.export import tau2_simulation as export
+
+    return export(env, simulation_id)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -58,6 +67,7 @@ __all__ = [
     "make",
     "register_env",
     "run_expert_episode",
+    "tau2_simulation",
     "score_answer",
     "score_calls",
 ]

@@ -107,13 +107,15 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 
 from joy_env import database
+from joy_env.checks import FinalState, accuracy_checks
 from joy_env.core import Task, Tool, ToolContext, ToolError, check_seed
+from joy_env.dialogue import Conversation, action_content
 from joy_env.episode import EnvSnapshot, Episode, Frame
 from joy_env.protocol import MAX_ACTION_CHARS, clip, parse_action, to_printable
-from joy_env.rewards import RewardConfig, score_answer, score_calls, score_communicate, score_facts, score_tau2_actions
+from joy_env.rewards import RewardConfig
 from joy_env.schema import validate
-from joy_env.scoring import episode_breakdown, gold_db, start_image
-from joy_env.spec import World
+from joy_env.scoring import episode_breakdown, start_image
+from joy_env.spec import Dialogue, World
 
 TEXT_MAX = 16_384
 """Characters of conversation kept in the text observation (the tail)."""
@@ -134,6 +136,14 @@ MASTER_PROMPT = (
 )
 
 _CALL_AGENT_DESC = "Delegate a sub-task to a sub-agent; returns the sub-agent's answer."
+
+
+def _json_text(result: Any) -> str:
+    """A tool result as JSON text (what the agent sees before the length cap)."""
+    try:
+        return json.dumps(result, ensure_ascii=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps({"error": "tool result could not be encoded"})
 
 
 def _recorder(schema: Mapping[str, Any]) -> Tool:
@@ -174,7 +184,10 @@ class JoyEnv(AECEnv):
         self.metadata = dict(self.metadata, name=self.env_id.replace("/", "_").replace("-", "_"))
         self.possible_agents = list(world.spec.agents)
         self.agents: list[str] = []
-        self._sub_agents = self.possible_agents[1:]
+        self._sub_agents = [d.agent for d in world.spec.domains]
+        self._dialogue = world.spec.dialogue
+        self._customer = self._dialogue.agent if self._dialogue is not None else None
+        """The customer of a dialogue (an agent of the env unless its ``Dialogue.policy`` plays it inside)."""
         self._action_spaces = {
             a: spaces.Text(max_length=MAX_ACTION_CHARS, charset=string.printable) for a in self.possible_agents
         }
@@ -212,6 +225,12 @@ class JoyEnv(AECEnv):
         self._prompts.update({d.agent: d.system_prompt or f"You are the {d.agent} agent." for d in world.spec.domains})
         self._base_schemas = {"master": [self._call_agent.schema()]}
         self._base_schemas.update({a: [t.schema() for t in tools.values()] for a, tools in world.tools.items()})
+        self._customer_tools: dict[str, Tool] = {}
+        self._conversation: Conversation | None = None
+        if self._dialogue is not None:
+            self._conversation = Conversation(self._dialogue, self._run_tool, self._schemas_for, MAX_ACTION_CHARS)
+            self._customer_tools = {t.name: t for t in self._dialogue.tools}
+            self._base_schemas[self._customer] = [t.schema() for t in self._dialogue.tools]
         self._extra_tools: tuple[str, dict[str, Tool]] = ("", {})
         self._dbs: dict[str, Any] = {a: database.load(img) for a, img in world.images.items()}
         self._db_ref = dict(world.images)  # the image each connection equals while total_changes == mark
@@ -249,6 +268,17 @@ class JoyEnv(AECEnv):
         """The task of the current episode."""
         return self._ep.task if self._ep else None
 
+    @property
+    def dialogue(self) -> Dialogue | None:
+        """How a customer converses with the team in this env (``None``: the request is one message)."""
+        return self._dialogue
+
+    @property
+    def customer(self) -> str | None:
+        """The name of the dialogue's customer (``None`` without a dialogue); an agent of the env only when no
+        ``Dialogue.policy`` plays it inside."""
+        return self._customer
+
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("reset()")
         if seed is not None:
@@ -261,19 +291,25 @@ class JoyEnv(AECEnv):
                 database.load(start, conn)  # ~0.1 ms for the 1.4 MB shop; cheaper than undoing rows
                 self._db_ref[agent] = start
                 self._db_mark[agent] = conn.total_changes
-        master = Frame("master", [self._system("master"), {"role": "user", "content": task.query}])
+        dialogue = self._dialogue
+        opening = [] if dialogue is not None else [{"role": "user", "content": task.query}]
+        master = Frame("master", [self._system("master"), *opening])
         contexts = {a: [self._system(a)] for a in self._sub_agents}
         contexts["master"] = master.messages
+        callers = [*self._sub_agents, *([self._customer] if dialogue is not None else [])]
         self._ep = Episode(
             task=task,
             index=index,
             stack=[master],
             contexts=contexts,
-            agent_turns={a: 0 for a in self.possible_agents},
-            executed={a: [] for a in self._sub_agents},
-            attempted={a: [] for a in self._sub_agents},
+            agent_turns={a: 0 for a in (*self.possible_agents, *callers)},
+            executed={a: [] for a in callers},
+            attempted={a: [] for a in callers},
         )
-        self._ep.log.append(("master", master.messages[1]))
+        if dialogue is None:
+            self._ep.log.append(("master", master.messages[1]))
+        else:  # the service side greets the customer, who speaks first
+            self._conversation.start(self._ep)
         self.agents = list(self.possible_agents)
         self.rewards = {a: 0.0 for a in self.agents}
         self._cumulative_rewards = {a: 0.0 for a in self.agents}
@@ -282,7 +318,13 @@ class JoyEnv(AECEnv):
         self.infos = {a: {} for a in self.agents}
         self.agent_selection = "master"
         self._skip_agent_selection = None
-        self._refresh_info("master")
+        if dialogue is not None and dialogue.policy is None:
+            self.agent_selection = self._customer
+        elif dialogue is not None:
+            self._conversation.play(self._ep)  # its opening message goes to the master
+        self._refresh_info(self.agent_selection)
+        if self._ep.termination is not None:  # an in-env customer that stopped or failed before the team acted
+            self._finish(truncated=self._ep.termination != "user_stop")
 
     def observe(self, agent: str) -> dict[str, Any]:
         self._check_running("observe()", after_end=True)
@@ -315,14 +357,24 @@ class JoyEnv(AECEnv):
         ep = self._ep
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
-        self._turn(agent, action)
-        done = ep.final_answer is not None
+        if agent == self._customer:
+            self._conversation.customer_turn(ep, action, self._new_node(agent))
+        else:
+            self._turn(agent, action)
+        if self._dialogue is not None:
+            done = ep.termination is not None
+            if not done and ep.errors >= self._dialogue.max_errors:
+                ep.termination, done = "too_many_errors", True
+        else:
+            done = ep.final_answer is not None
+            ep.termination = "agent_stop" if done else None
         if not done and ep.turn >= self.max_cycles:
+            ep.termination = "max_steps"
             self._finish(truncated=True)
         elif done:
-            self._finish(truncated=False)
+            self._finish(truncated=ep.termination not in ("agent_stop", "user_stop"))
         else:
-            self.agent_selection = ep.stack[-1].agent
+            self.agent_selection = self._conversation.next_agent(ep) if self._conversation else ep.stack[-1].agent
             self._refresh_info(self.agent_selection)
         self._accumulate_rewards()
         if self.render_mode == "human":
@@ -478,6 +530,8 @@ class JoyEnv(AECEnv):
         return {"role": "system", "content": self._prompts.get(agent, "")}
 
     def _tools_for(self, agent: str) -> dict[str, Tool]:
+        if agent == self._customer:
+            return self._customer_tools
         tools = self.world.tools.get(agent, {})
         extra = self._ep.task.tools.get(agent) if self._ep else None
         if not extra:
@@ -527,11 +581,11 @@ class JoyEnv(AECEnv):
         frame.messages.append(message)
         self._ep.log.append((frame.agent, message))
 
-    def _turn(self, agent: str, action: Any) -> None:
+    def _new_node(self, agent: str) -> dict[str, Any]:
+        """The record of an agent's turn (``episode["nodes"]``), counted in the episode's turns."""
         ep = self._ep
-        frame = ep.stack[-1]
-        frame.turns += 1
         ep.agent_turns[agent] += 1
+        ep.turn_id += 1
         node = {
             "agent": agent,
             "turn": ep.turn,
@@ -543,11 +597,15 @@ class JoyEnv(AECEnv):
         }
         ep.nodes.append(node)
         ep.turn += 1
+        return node
+
+    def _turn(self, agent: str, action: Any) -> None:
+        ep = self._ep
+        frame = ep.stack[-1]
+        frame.turns += 1
+        node = self._new_node(agent)
         parsed = parse_action(action)
-        if isinstance(action, str):
-            content = action if len(action) <= MAX_ACTION_CHARS else clip(action, 2000)
-        else:
-            content = clip(repr(action), 200)
+        content = action_content(action, MAX_ACTION_CHARS)
         self._append(frame, {"role": "assistant", "content": content})
         if parsed.errors:
             node["format_ok"] = False
@@ -559,8 +617,12 @@ class JoyEnv(AECEnv):
             node["answer"] = True
             if feedback:
                 self._append(frame, feedback)
+            if self._conversation is not None:  # the agent holding the conversation speaks to the customer
+                self._conversation.to_customer(ep, parsed.answer)
+                return
             if agent == "master":
                 ep.final_answer = parsed.answer
+                ep.events.append({"kind": "message", "role": "assistant", "content": parsed.answer})
                 return
             ep.stack.pop()
             master = ep.stack[-1]
@@ -604,7 +666,7 @@ class JoyEnv(AECEnv):
                 frame.results.append(self._tool_message("call_agent", {"error": node["errors"][-1]}))
                 continue
             sub = call["arguments"]["agent"]
-            query = call["arguments"].get("query", self.task.query)
+            query = call["arguments"].get("query", ep.request if ep.request is not None else self.task.query)
             ep.called.append(sub)
             sub_frame = Frame(
                 sub, [self._system(sub), {"role": "user", "content": query}], invocation=len(ep.called) - 1
@@ -622,19 +684,24 @@ class JoyEnv(AECEnv):
         node["errors"].append(message)
 
     def _tool_message(self, name: str, result: Any) -> dict[str, Any]:
-        try:
-            text = json.dumps(result, ensure_ascii=True, default=str)
-        except (TypeError, ValueError, RecursionError):
-            text = json.dumps({"error": "tool result could not be encoded"})
+        text = _json_text(result)
         if len(text) > MAX_RESULT_CHARS:
             text = text[:MAX_RESULT_CHARS] + f"...[cut {len(text) - MAX_RESULT_CHARS} chars]"
         return {"role": "tool", "name": clip(name, 80), "content": text}
 
-    def _run_tool(self, agent: str, call: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    def _record_call(self, agent: str, call: dict[str, Any], text: str, error: bool) -> None:
+        """Keep a call that reached its tool in the episode's events (whole result text, as tau2 shows it)."""
+        requestor = "user" if agent == self._customer else "assistant"
+        event = {"kind": "tool", "agent": agent, "requestor": requestor, "name": call["name"]}
+        event.update(arguments=call["arguments"], content=text, error=error, turn=self._ep.turn_id)
+        self._ep.events.append(event)
+
+    def _run_tool(self, agent: str, call: dict[str, Any], node: dict[str, Any] | None) -> dict[str, Any]:
+        """Run one call of ``agent`` (``node``: its turn's record; ``None`` for an in-env customer's turn)."""
         ep = self._ep
-        ep.n_calls += 1
+        node = node if node is not None else {"calls": 0, "tool_errors": 0, "errors": [], "format_ok": True}
+        ep.n_calls += agent != self._customer
         node["calls"] += 1
-        ep.attempted.setdefault(agent, []).append({"name": call["name"], "arguments": call["arguments"]})
         tools = self._tools_for(agent)
         tool = tools.get(call["name"])
         if tool is None:
@@ -645,102 +712,40 @@ class JoyEnv(AECEnv):
         if errors:
             self._format_error(node, f"{tool.name}: " + "; ".join(errors))
             return self._tool_message(tool.name, {"error": node["errors"][-1]})
-        ctx = ToolContext(db=self._dbs.get(agent), task=ep.task)
+        # the calls that reach a tool, whatever their result: tau2's action check reads these
+        ep.attempted.setdefault(agent, []).append({"name": call["name"], "arguments": call["arguments"]})
+        owner = self._dialogue.db_agent if agent == self._customer else agent
+        ctx = ToolContext(db=self._dbs.get(owner), task=ep.task)
         try:
             result = tool.fn(ctx, **call["arguments"])
-        except ToolError as exc:
+        except Exception as exc:  # a refusal, or a tool bug: neither may crash the episode
             node["tool_errors"] += 1
-            return self._tool_message(tool.name, {"error": clip(str(exc), 500)})
-        except Exception as exc:  # a tool bug must not crash the episode
-            node["tool_errors"] += 1
-            return self._tool_message(tool.name, {"error": f"internal error in {tool.name}: {type(exc).__name__}"})
+            ep.errors += 1
+            message = str(exc) if isinstance(exc, ToolError) else f"internal error in {tool.name}: {type(exc).__name__}"
+            self._record_call(agent, call, "Error: " + message, True)
+            return self._tool_message(tool.name, {"error": clip(message, 500)})
+        self._record_call(agent, call, result if isinstance(result, str) else _json_text(result), False)
         ep.executed.setdefault(agent, []).append({"name": tool.name, "arguments": call["arguments"]})
         return self._tool_message(tool.name, result)
 
     # ---------------------------------------------------------------- scoring
 
-    def _db_matches(self) -> bool:
-        for agent, conn in self._dbs.items():
-            audit = self._audits[agent]
-            gold = gold_db(self.world, self._ep.task, agent, audit)
-            if not audit:
-                if database.full_dump(conn) != gold:
-                    return False
-                continue
-            gold_keys, gold_rows = gold
-            pristine_now = (
-                self._db_ref[agent] is self.world.images[agent] and conn.total_changes == self._db_mark[agent]
-            )
-            keys = set() if pristine_now else database.changed_keys(conn, audit)
-            for key in keys | gold_keys:
-                expected = (
-                    gold_rows[key] if key in gold_keys else database.fetch_row(self.world.pristine[agent], audit, key)
-                )
-                if database.fetch_row(conn, audit, key) != expected:
-                    return False
-        return True
-
-    def _env_assertions(self) -> float:
-        """1.0 when every state assertion of the task holds on the final database of the agent that owns the
-        task's tools (its domain's ``env_assertions``, on a scratch copy: tau2's assertion functions sync the
-        state as they run)."""
-        assertions = self._ep.task.meta.get("env_assertions") or ()
-        agent = self._ep.task.route[0].agent if self._ep.task.route else ""
-        domain, conn = self.world.spec.domain(agent), self._dbs.get(agent)
-        if domain is None or domain.env_assertions is None or conn is None:
-            return 0.0 if assertions else 1.0
-        scratch = database.load(database.image(conn))
-        try:
-            return float(domain.env_assertions(scratch, assertions))
-        finally:
-            scratch.close()
-
-    def _tau2_checks(self) -> dict[str, float]:
-        """tau2-bench's reward: one check per entry of the task's reward basis (R_A is their product)."""
-        ep, task = self._ep, self._ep.task
-        checks: dict[str, float] = {}
-        for basis in task.meta.get("reward_basis", ("DB", "COMMUNICATE")):
-            if basis == "DB":
-                checks["db"] = float(self._db_matches())
-            elif basis == "ENV_ASSERTION":
-                checks["env_assertions"] = self._env_assertions()
-            elif basis == "ACTION":
-                calls = [c for agent in self._sub_agents for c in ep.attempted.get(agent, [])]
-                checks["actions"] = score_tau2_actions(calls, task.meta.get("actions") or ())
-            elif basis == "COMMUNICATE":
-                said = score_communicate(ep.final_answer, task.facts) if ep.final_answer is not None else 0.0
-                checks["communicate"] = said
-        return checks
-
     def _accuracy(self) -> dict[str, float]:
-        ep, task = self._ep, self._ep.task
-        if task.answer_type == "tau2":  # tau2-bench's rule: the checks of the task's reward basis only
-            return self._tau2_checks()
-        checks: dict[str, float] = {}
-        checks["route"] = float(all(s.agent in ep.called for s in task.route))
-        call_score = 1.0
-        for agent in {s.agent for s in task.route}:
-            required = [c for s in task.route if s.agent == agent for c in s.required_calls]
-            if not required:
-                continue
-            strict = any(s.strict_calls for s in task.route if s.agent == agent)
-            score = score_calls(ep.executed.get(agent, []), required, self._schemas_for(agent), allow_extra=not strict)
-            call_score = min(call_score, score)
-        checks["calls"] = call_score
-        checks["db"] = float(self._db_matches())
-        answer = ep.final_answer
-        if answer is None:
-            checks["answer"] = 0.0
-        elif task.answer_type == "facts":
-            checks["answer"] = score_facts(answer, task.facts)
-        else:
-            checks["answer"] = score_answer(answer, task.answer, task.answer_type)
-        return checks
+        """The accuracy checks of the finished episode (:func:`joy_env.checks.accuracy_checks`)."""
+        unchanged = {
+            agent: self._db_ref[agent] is self.world.images[agent] and conn.total_changes == self._db_mark[agent]
+            for agent, conn in self._dbs.items()
+        }
+        state = FinalState(self.world, self._ep, self._dbs, self._audits, unchanged, self._schemas_for, self._dialogue)
+        return accuracy_checks(state)
 
     def _finish(self, truncated: bool) -> None:
         ep, cfg = self._ep, self.reward_config
+        if not truncated and ep.final_answer is None:  # a customer who stops before the service side says a word
+            ep.final_answer = ""
         checks = self._accuracy()
-        ep.breakdown = episode_breakdown(ep, cfg, checks, truncated)
+        unpaid = (self._customer,) if self._customer is not None else ()
+        ep.breakdown = episode_breakdown(ep, cfg, checks, truncated, unpaid)
         total, task = ep.breakdown["R"], ep.task
         acted = {nd["agent"] for nd in ep.nodes}
         for agent in self.agents:

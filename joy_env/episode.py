@@ -48,10 +48,22 @@ class Episode:
     log: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     final_answer: str | None = None
     breakdown: dict[str, Any] | None = None
+    # a dialogue (EnvSpec.dialogue): the customer's opening message, every message the service side sent the
+    # customer, how the conversation ended, tool errors so far and the customer's turns since its last message
+    request: str | None = None
+    said: list[str] = field(default_factory=list)
+    termination: str | None = None
+    errors: int = 0
+    customer_streak: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """The conversation as tau2 records it: each message between the service side and the customer
+    (``kind="message"``) and each call that reached a tool (``kind="tool"``, whole result text), in order."""
+    turn_id: int = 0
+    """Counts every turn taken, the in-env customer's too (groups the calls of one turn in :attr:`events`)."""
 
     def copy(self) -> Episode:
         stack = [f.copy() for f in self.stack]
-        contexts = dict(self.contexts)
+        contexts = {agent: list(messages) for agent, messages in self.contexts.items()}
         for f in stack:  # the live context of an agent is the messages list of its frame
             contexts[f.agent] = f.messages
         return replace(
@@ -64,6 +76,8 @@ class Episode:
             attempted={a: list(c) for a, c in self.attempted.items()},
             called=list(self.called),
             log=list(self.log),
+            said=list(self.said),
+            events=list(self.events),
         )
 
 

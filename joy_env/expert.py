@@ -21,11 +21,15 @@ DECLINE = "I cannot help with that request."
 
 
 def expert_action(env: Any) -> str:
-    """The gold action of the agent whose turn it is in ``env`` (a :class:`joy_env.env.JoyEnv`)."""
+    """The gold action of the agent whose turn it is in ``env`` (a :class:`joy_env.env.JoyEnv`); in a dialogue
+    (``env.dialogue``) the customer's too, when it is an agent of the env."""
     frame = env.current_frame
     task = env.task
     if frame is None or task is None:
         raise RuntimeError("expert_action needs an env whose episode is running; call env.reset() first")
+    dialogue = getattr(env, "dialogue", None)
+    if dialogue is not None:
+        return _dialogue_action(env, dialogue, frame, task)
     done_turns = frame.turns
     if frame.agent == "master":
         if done_turns < len(task.route):
@@ -42,6 +46,21 @@ def expert_action(env: Any) -> str:
     if done_turns < len(sub.turns):
         return format_turn(list(sub.turns[done_turns]))
     return format_turn(answer=sub.answer)
+
+
+def _dialogue_action(env: Any, dialogue: Any, frame: Any, task: Any) -> str:
+    """In a dialogue: the customer's expert turn; the master forwards the customer's opening message to the gold
+    route's first sub-agent; the agent holding the conversation plays ``Dialogue.service_expert``."""
+    if env.agent_selection == env.customer:
+        if dialogue.expert is None:
+            raise RuntimeError("this env's dialogue has no expert for the customer (Dialogue.expert)")
+        info = env.infos[env.customer]
+        return dialogue.expert({"messages": info["messages"], "tools": info["tools"], "task": task})
+    if frame.agent == "master" and task.route:
+        return format_turn([{"name": "call_agent", "arguments": {"agent": task.route[0].agent}}])
+    if dialogue.service_expert is None:
+        raise RuntimeError("this env's dialogue has no expert for the service side (Dialogue.service_expert)")
+    return dialogue.service_expert(task, frame.turns)
 
 
 def run_expert_episode(env: Any, policy: Any = expert_action) -> dict[str, Any]:

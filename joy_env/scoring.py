@@ -78,26 +78,37 @@ def gold_db(world: World, task: Task, agent: str, audit: Mapping[str, Any]) -> t
     return result
 
 
-def episode_breakdown(ep: Episode, cfg: RewardConfig, checks: dict[str, float], truncated: bool) -> dict[str, Any]:
-    """The reward breakdown of the finished episode ``ep`` with accuracy ``checks`` (``infos[agent]["episode"]``)."""
+def episode_breakdown(
+    ep: Episode, cfg: RewardConfig, checks: dict[str, float], truncated: bool, unpaid: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The reward breakdown of the finished episode ``ep`` with accuracy ``checks`` (``infos[agent]["episode"]``).
+    Turns of the agents in ``unpaid`` (a dialogue's customer) cost no efficiency; the gold solution's turns and
+    calls are the task's (``meta["gold_turns"]`` / ``meta["gold_calls"]`` where its route does not give them,
+    e.g. a dialogue)."""
     task = ep.task
-    answered = ep.final_answer is not None
+    gold_turns = int(task.meta.get("gold_turns", task.gold_turns))
+    gold_calls = int(task.meta.get("gold_calls", task.gold_calls))
+    answered = ep.final_answer is not None and not truncated  # a premature end scores R_A = 0, as in tau2
     r_a = cfg.accuracy(checks, answered)
     success = answered and all(v >= 1.0 - 1e-9 for v in checks.values())
     n = len(ep.nodes)
     valid = sum(1 for nd in ep.nodes if nd["format_ok"])
     r_f = cfg.format_weight * valid / n if n else 0.0
-    extra_turns = max(0, n - task.gold_turns)
-    extra_calls = max(0, ep.n_calls - task.gold_calls)
+    paid = sum(1 for nd in ep.nodes if nd["agent"] not in unpaid)
+    extra_turns = max(0, paid - gold_turns)
+    extra_calls = max(0, ep.n_calls - gold_calls)
     raw_e = cfg.turn_cost * extra_turns + cfg.call_cost * extra_calls
     r_e = min(cfg.efficiency_cap, raw_e)
     scale = r_e / raw_e if raw_e > 0 else 0.0
-    calls_seen = 0
+    calls_seen = turns_seen = 0
     node_records = []
-    for i, nd in enumerate(ep.nodes):
-        cost = cfg.turn_cost if i >= task.gold_turns else 0.0
-        before, calls_seen = calls_seen, calls_seen + nd["calls"]
-        cost += cfg.call_cost * max(0, calls_seen - max(task.gold_calls, before))
+    for nd in ep.nodes:
+        cost = 0.0
+        if nd["agent"] not in unpaid:
+            cost = cfg.turn_cost if turns_seen >= gold_turns else 0.0
+            turns_seen += 1
+            before, calls_seen = calls_seen, calls_seen + nd["calls"]
+            cost += cfg.call_cost * max(0, calls_seen - max(gold_calls, before))
         node_records.append(dict(nd, R_F=cfg.format_weight * float(nd["format_ok"]) / n, R_E=cost * scale))
     total = cfg.accuracy_weight * r_a + r_f - r_e
     return {
@@ -108,11 +119,12 @@ def episode_breakdown(ep: Episode, cfg: RewardConfig, checks: dict[str, float], 
         "success": success,
         "accuracy": checks,
         "truncated": truncated,
+        "termination": ep.termination,
         "final_answer": ep.final_answer,
         "turns": n,
-        "gold_turns": task.gold_turns,
+        "gold_turns": gold_turns,
         "calls": ep.n_calls,
-        "gold_calls": task.gold_calls,
+        "gold_calls": gold_calls,
         "format_valid_rate": valid / n if n else 0.0,
         "tool_errors": sum(nd["tool_errors"] for nd in ep.nodes),
         "agents_called": list(ep.called),

@@ -16,11 +16,49 @@ from typing import Any
 
 from joy_env.core import SPLITS, Domain, TaskSource, Tool
 
-__all__ = ["EnvSpec", "TaskFactory", "World"]
+__all__ = ["Dialogue", "EnvSpec", "TaskFactory", "World"]
 
 TaskFactory = Callable[..., TaskSource]
 """``factory(seed, dbs, **source_kwargs) -> TaskSource`` where ``dbs`` maps an agent name to the
 pristine read-only connection of its domain's database."""
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    """The request comes from a user agent (the *customer*) who converses with the team, as in tau2-bench's
+    interactive protocol (see :mod:`joy_env.env`, "Dialogue").
+
+    Attributes:
+        system_prompt: ``system_prompt(task) -> str``: the customer's instructions for a task.
+        tools: the customer's own tools (tau2 telecom: the phone's); they run on ``db_agent``'s database.
+        db_agent: the sub-agent whose database the customer's tools use (``None`` without tools).
+        policy: ``policy(view) -> str`` plays the customer inside the env (``view``: ``{"messages", "tools",
+            "task"}``, the customer's conversation, its tool schemas and the task); ``None`` makes the customer
+            an agent of the env (``"customer"`` in ``possible_agents``), played like any other.
+        greeting: the service side's first message, shown to the customer before it speaks.
+        user_stops: texts that end the conversation when the customer's message holds one (a user stop).
+        agent_stop: a text that ends the conversation when the service side's message holds it (an agent stop).
+        max_errors: tool errors (both sides) that end the conversation prematurely.
+        max_customer_turns: turns an in-env customer may take in a row (tool calls, format errors) before its
+            message; past it the conversation ends prematurely (a customer that never answers).
+        expert: the customer's turn in expert episodes (``expert(view) -> str``, the same view as ``policy``),
+            used by :func:`joy_env.expert.expert_action` when the customer is an agent of the env.
+        service_expert: ``service_expert(task, turns_done) -> str``: the expert's turn for the agent holding the
+            conversation, after ``turns_done`` turns of its own (:func:`joy_env.expert.expert_action`).
+    """
+
+    system_prompt: Callable[[Any], str]
+    tools: tuple[Tool, ...] = ()
+    db_agent: str | None = None
+    policy: Callable[[Mapping[str, Any]], str] | None = None
+    greeting: str = "Hi! How can I help you today?"
+    user_stops: tuple[str, ...] = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
+    agent_stop: str = "###STOP###"
+    max_errors: int = 10
+    max_customer_turns: int = 20
+    expert: Callable[[Mapping[str, Any]], str] | None = None
+    service_expert: Callable[[Any, int], str] | None = None
+    agent: str = "customer"
 
 
 @dataclass(frozen=True)
@@ -39,6 +77,8 @@ class EnvSpec:
             ``source="tau2"`` data of ``joy/ecommerce-v0``) or ``None`` to build this one.
         master_prompt: the master's system prompt, or ``""`` for the default one
             (:data:`joy_env.env.MASTER_PROMPT`, which describes the built-in sub-agents).
+        dialogue: how a customer converses with the team (:class:`Dialogue`), or ``None``: the request is one
+            message and the master's answer ends the episode.
     """
 
     env_id: str
@@ -49,10 +89,12 @@ class EnvSpec:
     splits: tuple[str, ...] = SPLITS
     variant: Callable[[Mapping[str, Any]], EnvSpec | None] | None = None
     master_prompt: str = ""
+    dialogue: Dialogue | None = None
 
     @property
     def agents(self) -> tuple[str, ...]:
-        return ("master", *(d.agent for d in self.domains))
+        customer = (self.dialogue.agent,) if self.dialogue is not None and self.dialogue.policy is None else ()
+        return ("master", *(d.agent for d in self.domains), *customer)
 
     def domain(self, agent: str) -> Domain | None:
         """The domain of sub-agent ``agent`` (``None`` for the master or an unknown name)."""

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.util
 import json
+import sys
+import types
 from collections.abc import Iterator
+from typing import Any
 
 from joy_env.expert import expert_action
 from joy_env.protocol import format_turn
@@ -51,3 +55,44 @@ def play(env, task_id: str, calls: list[dict], answer: str) -> tuple[dict, list[
         env.step(action)
     contents = [m["content"] for a, m in env.transcript() if a == "ecommerce" and m["role"] == "tool"]
     return env.episode_breakdown, contents
+
+
+class Evaluator:
+    """tau2's own ``evaluate_simulation`` (evaluation type ``all``) for one domain, on episodes exported by
+    ``joy_env.tau2_simulation``. tau2's evaluator module imports an LLM client at import time (for the
+    natural-language assertions, which are not scored here): without the client installed, a stand-in for that
+    one module is put in place first."""
+
+    def __init__(self, domain: str, solo: bool) -> None:
+        if importlib.util.find_spec("litellm") is None and "tau2.utils.llm_utils" not in sys.modules:
+            stand_in = types.ModuleType("tau2.utils.llm_utils")
+
+            def _absent(*args: Any, **kwargs: Any) -> Any:
+                raise RuntimeError("no LLM client in the tests: natural-language assertions are not evaluated")
+
+            def _names(name: str) -> Any:  # every function the importers ask for; no module attributes (__file__)
+                if name.startswith("__"):
+                    raise AttributeError(name)
+                return _absent
+
+            stand_in.__getattr__ = _names
+            sys.modules["tau2.utils.llm_utils"] = stand_in
+        from loguru import logger
+        from tau2.data_model.simulation import SimulationRun
+        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+        from tau2.registry import registry
+
+        logger.disable("tau2")
+        self.domain = domain
+        self.solo = solo and domain == "telecom"  # the service agent makes the phone's calls (tau2's solo mode)
+        self.validate = SimulationRun.model_validate
+        self.evaluate, self.kind = evaluate_simulation, EvaluationType.ALL
+        self.tasks = {t.id: t for t in registry.get_tasks_loader(domain)(None)}
+
+    def score(self, simulation: dict) -> float:
+        """tau2's reward of the exported episode ``simulation`` (validated as a ``SimulationRun`` first)."""
+        run = self.validate(simulation)
+        with no_gc():
+            return self.evaluate(
+                run, self.tasks[run.task_id], self.kind, solo_mode=self.solo, domain=self.domain
+            ).reward

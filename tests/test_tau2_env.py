@@ -12,12 +12,10 @@ import copy
 import importlib.util
 import json
 import random
-import sys
-import types
 
 import pytest
 from pettingzoo.test import api_test, seed_test
-from tau2_support import no_gc, play, tau2_content
+from tau2_support import Evaluator, play
 
 import joy_env
 from joy_env.domains import tau2
@@ -72,7 +70,7 @@ def gold_calls(task: joy_env.Task) -> list[dict]:
 def test_tau2_v0_is_registered_beside_the_generated_ids():
     ids = joy_env.list_envs()
     assert ids[:5] == list(joy_env.builtin.ENV_IDS) and "joy/tau2-v0" in ids
-    assert joy_env.registry.get_spec("joy/tau2-v0").source_kwargs == ("domain", "protocol", "path")
+    assert joy_env.registry.get_spec("joy/tau2-v0").source_kwargs == ("domain", "protocol", "customer", "path")
 
 
 @pytest.mark.parametrize("domain_name", DOMAINS)
@@ -90,7 +88,7 @@ def test_bad_domain_split_and_protocol_are_one_line_errors(tmp_path):
     with pytest.raises(ValueError, match=r"domain must be one of 'retail', 'airline', 'telecom', got 'shop'") as info:
         joy_env.make("joy/tau2-v0", domain="shop")
     assert "\n" not in str(info.value)
-    with pytest.raises(ValueError, match="protocol must be one of 'solo', got 'chat'"):
+    with pytest.raises(ValueError, match="protocol must be one of 'solo', 'interactive', got 'chat'"):
         joy_env.make("joy/tau2-v0", domain="airline", protocol="chat")
     with pytest.raises(FileNotFoundError, match=r"lacks db\.toml, user_db\.toml.*tech_support_manual\.md"):
         joy_env.make("joy/tau2-v0", domain="telecom", path=str(tmp_path))
@@ -289,59 +287,6 @@ def test_trainers_take_the_domain_through_env_kwargs(domain):
 # against tau2's own evaluator
 
 
-class Evaluator:
-    """tau2's ``evaluate_simulation`` (reward basis ``all``) on a conversation rebuilt from one of our episodes."""
-
-    def __init__(self, domain: str) -> None:
-        if importlib.util.find_spec("litellm") is None and "tau2.utils.llm_utils" not in sys.modules:
-            stand_in = types.ModuleType("tau2.utils.llm_utils")
-
-            def _absent(*args, **kwargs):
-                raise RuntimeError("no LLM client in the tests: natural-language assertions are not evaluated")
-
-            def _names(name: str):  # every function the importers ask for; no module attributes (__file__...)
-                if name.startswith("__"):
-                    raise AttributeError(name)
-                return _absent
-
-            stand_in.__getattr__ = _names
-            sys.modules["tau2.utils.llm_utils"] = stand_in
-        from loguru import logger
-        from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage
-        from tau2.data_model.simulation import SimulationRun, TerminationReason
-        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
-        from tau2.registry import registry
-
-        logger.disable("tau2")
-        self.domain = domain
-        self.messages = (AssistantMessage, ToolCall, ToolMessage)
-        self.run, self.stop = SimulationRun, TerminationReason.AGENT_STOP
-        self.evaluate, self.kind = evaluate_simulation, EvaluationType.ALL
-        self.tasks = {t.id: t for t in registry.get_tasks_loader(domain)(None)}
-
-    def reward(self, tau2_id: str, calls: list[dict], contents: list[str], answer: str) -> float:
-        assistant, tool_call, tool_message = self.messages
-        messages = []
-        for i, (call, content) in enumerate(zip(calls, contents, strict=True)):
-            made = tool_call(id=f"c{i}", name=call["name"], arguments=copy.deepcopy(call["arguments"]))
-            messages.append(assistant(role="assistant", tool_calls=[made]))
-            messages.append(tool_message(id=f"c{i}", role="tool", content=tau2_content(content)))
-        messages.append(assistant(role="assistant", content=answer))
-        run = self.run(
-            id="joy",
-            task_id=tau2_id,
-            timestamp="",
-            start_time="",
-            end_time="",
-            duration=0.0,
-            termination_reason=self.stop,
-            messages=messages,
-        )
-        with no_gc():
-            solo = self.domain == "telecom"  # the service agent makes the phone's calls, as in tau2's solo mode
-            return self.evaluate(run, self.tasks[tau2_id], self.kind, solo_mode=solo, domain=self.domain).reward
-
-
 def perturbations(rng: random.Random, domain: str, task: joy_env.Task) -> list[tuple[str, list[dict]]]:
     """Plausible wrong (and sometimes harmless) action lists: the last write dropped, an argument of a write
     changed, the calls in another order, an extra write; telecom also a harmful phone action at the end."""
@@ -382,27 +327,27 @@ def perturbations(rng: random.Random, domain: str, task: joy_env.Task) -> list[t
 
 def agreement(domain_name: str, every_perturbation: bool) -> dict:
     """Every task of the domain's ``all`` split: the gold actions through our env score R_A = 1 and tau2's
-    ``evaluate_simulation`` gives 1 on the same conversation (tau2 replays our calls into its own environment and
-    checks each tool message we produced against its tools); perturbed action lists get our R_A equal to tau2's
+    ``evaluate_simulation`` gives 1 on the episode exported by ``joy_env.tau2_simulation`` (tau2 replays our calls
+    into its own environment and checks each tool message we produced against its tools); perturbed action lists
+    get our R_A equal to tau2's
     reward on >= 99% of cases (every case, so far). ``every_perturbation=False`` checks one perturbation per task
     (in turn), for tau2's airline environment costs half a second per evaluation."""
     if not have_data(domain_name):
         pytest.skip(SKIP_DATA)
     pytest.importorskip(f"tau2.domains.{domain_name}.environment", reason="tau2's code: pip install -e '.[tau2-check]'")
-    evaluator = Evaluator(domain_name)
+    evaluator = Evaluator(domain_name, solo=True)
     env = env_of(domain_name)
     rng = random.Random(domain_name)
     cases, disagreements, zeros = 0, [], 0
     for i in range(env.num_tasks):
         task = env.get_task(i)
-        tid = task.meta["tau2_id"]
-        result, contents = play(env, task.task_id, gold_calls(task), task.answer)
+        result, _ = play(env, task.task_id, gold_calls(task), task.answer)
         assert result["R_A"] == 1.0, (task.task_id, result["accuracy"])
-        assert evaluator.reward(tid, gold_calls(task), contents, task.answer) == 1.0, task.task_id
+        assert evaluator.score(joy_env.tau2_simulation(env)) == 1.0, task.task_id
         wrong = perturbations(rng, domain_name, task)
         for kind, calls in wrong if every_perturbation else wrong[i % len(wrong) :][:1]:
-            result, contents = play(env, task.task_id, calls, task.answer)
-            theirs = evaluator.reward(tid, calls, contents, task.answer)
+            result, _ = play(env, task.task_id, calls, task.answer)
+            theirs = evaluator.score(joy_env.tau2_simulation(env))
             cases += 1
             zeros += theirs == 0.0
             if result["R_A"] != theirs:

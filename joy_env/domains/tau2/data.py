@@ -152,13 +152,14 @@ def _splits(domain: str, base: Path, known: list[str]) -> dict[str, tuple[str, .
     return splits
 
 
-def read_policy(domain: str, root: Path) -> str:
-    """The policy the service agent follows, as tau2 builds it for an agent that works alone (its solo mode):
-    ``policy.md`` for retail and airline; for telecom, the solo main policy and the technical-support manual
-    in tau2's ``<main_policy>`` / ``<tech_support_policy>`` wrapping."""
+def read_policy(domain: str, root: Path, solo: bool = True) -> str:
+    """The policy the service agent follows, as tau2 builds it: ``policy.md`` for retail and airline; for
+    telecom, the main policy (``main_policy_solo.md`` for an agent that works alone, tau2's solo mode, else
+    ``main_policy.md``) and the technical-support manual in tau2's ``<main_policy>`` / ``<tech_support_policy>``
+    wrapping."""
     if domain != "telecom":
         return (root / "policy.md").read_text(encoding="utf-8")
-    main = (root / "main_policy_solo.md").read_text(encoding="utf-8")
+    main = (root / ("main_policy_solo.md" if solo else "main_policy.md")).read_text(encoding="utf-8")
     manual = (root / "tech_support_manual.md").read_text(encoding="utf-8")
     return f"<main_policy>\n{main}\n</main_policy>\n<tech_support_policy>\n{manual}\n</tech_support_policy>"
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from joy_env.core import SubTask, Task, TaskSourceBase, check_split
 from joy_env.domains.tau2.data import SPLITS, check_domain
+from joy_env.domains.tau2.dialogue import expert_script, first_person, scenario_text
 
 REWARD_BASES = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE")
 """The parts of tau2's reward that ``joy/tau2-v0`` scores (R_A is the product of a task's)."""
@@ -68,12 +69,17 @@ def _write_summary(action: Mapping[str, Any]) -> str:
     return f"{action['name']} {target}".strip()
 
 
-def gold_answer(raw: Mapping[str, Any], write_tools: Collection[str]) -> str:
-    """The expert's final answer to a tau2 task: the writes done (tools in ``write_tools``), the transfer to a
-    human agent if the gold actions make one, then the ``communicate_info`` verbatim."""
+def gold_answer(raw: Mapping[str, Any], write_tools: Collection[str], customer_writes: bool = True) -> str:
+    """The expert's final answer to a tau2 task: the writes done (tools in ``write_tools``; the customer's own
+    phone actions too unless ``customer_writes`` is false), the transfer to a human agent if the gold actions
+    make one, then the ``communicate_info`` verbatim."""
     criteria = raw.get("evaluation_criteria") or {}
     actions = criteria.get("actions") or []
-    writes = [_write_summary(a) for a in actions if a["name"] in write_tools]
+    writes = [
+        _write_summary(a)
+        for a in actions
+        if a["name"] in write_tools and (customer_writes or (a.get("requestor") or "assistant") != "user")
+    ]
     transferred = any(a["name"] == "transfer_to_human_agents" for a in actions)
     infos = [str(i) for i in criteria.get("communicate_info") or []]
     parts = ["Done: " + "; ".join(writes) + "."] if writes else []
@@ -89,13 +95,20 @@ def _copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def to_task(domain: str, raw: Mapping[str, Any], write_tools: Collection[str]) -> Task:
+def to_task(domain: str, raw: Mapping[str, Any], write_tools: Collection[str], protocol: str = "solo") -> Task:
     """One tau2 task of ``domain`` as a :class:`~joy_env.core.Task` (answer type ``tau2``).
 
     The gold route is one ``ecommerce`` sub-task that forwards the request; its turns are tau2's gold actions,
     one call per turn, in order (the customer's own actions too: the service agent makes them, as in tau2's
     solo mode). ``meta`` holds what scoring needs: ``reward_basis``, the gold ``actions`` (with their
     ``compare_args``), the ``env_assertions`` and the ``initialization_actions`` of the starting state.
+    With ``protocol="interactive"`` the customer tells the request in a conversation: the task's ``query`` is
+    the scripted customer's opening message, the route's turns are the service agent's own gold calls, and
+    ``meta`` adds the customer's scenario (``scenario``, ``known_info``, ``unknown_info``, ``reason_for_call``), the
+    expert's side
+    of the conversation (``script``: :func:`~joy_env.domains.tau2.dialogue.expert_script`) and its turn and call
+    counts (``gold_turns``, ``gold_calls``: the master's routing and the script).
+
     Raises ``ValueError`` for a task this env cannot score as tau2 does (an LLM-judged basis, a starting
     state given as data or as a conversation).
     """
@@ -123,11 +136,33 @@ def to_task(domain: str, raw: Mapping[str, Any], write_tools: Collection[str]) -
         }
         for a in criteria.get("actions") or []
     )
-    query = request(domain, raw)
-    answer = gold_answer(raw, write_tools)
+    interactive = protocol == "interactive"
+    scenario = raw.get("user_scenario") or {}
+    instructions = scenario.get("instructions") or {}
+    instructions = instructions if isinstance(instructions, Mapping) else {"task_instructions": str(instructions)}
+    extra: dict[str, Any] = {}
+    if interactive:
+        reason = str(instructions.get("reason_for_call") or "")
+        query = first_person(reason) or "I need help."
+        answer = gold_answer(raw, write_tools, customer_writes=False)
+        script = expert_script({"actions": actions}, answer, write_tools)
+        extra = {
+            "scenario": scenario_text(scenario),
+            "known_info": str(instructions.get("known_info") or ""),
+            "unknown_info": str(instructions.get("unknown_info") or ""),
+            "reason_for_call": reason,
+            "script": tuple(script),
+            "gold_turns": 1 + len(script),
+            "gold_calls": 1 + sum("call" in step for step in script),
+        }
+        own = [a for a in actions if a["requestor"] != "user"]
+    else:
+        query = request(domain, raw)
+        answer = gold_answer(raw, write_tools)
+        own = list(actions)
     description = raw.get("description") or {}
     nl_assertions = tuple(criteria.get("nl_assertions") or ())
-    turns = tuple(({"name": a["name"], "arguments": _copy(a["arguments"])},) for a in actions)
+    turns = tuple(({"name": a["name"], "arguments": _copy(a["arguments"])},) for a in own)
     return Task(
         task_id=task_prefix(domain) + tid,
         domain="ecommerce",
@@ -148,6 +183,9 @@ def to_task(domain: str, raw: Mapping[str, Any], write_tools: Collection[str]) -
             "initialization_actions": tuple(_copy(a) for a in state.get("initialization_actions") or ()),
             "nl_assertions": nl_assertions,
             "not_scored": ("nl_assertions",) if nl_assertions else (),
+            "write_tools": tuple(sorted(write_tools)),
+            "protocol": protocol,
+            **extra,
         },
     )
 
@@ -162,8 +200,10 @@ class Tau2TaskSource(TaskSourceBase):
         tasks: Mapping[str, Mapping[str, Any]],
         splits: Mapping[str, tuple[str, ...]],
         write_tools: Collection[str],
+        protocol: str = "solo",
     ) -> None:
         self.domain = check_domain(domain)
+        self.protocol = protocol
         self.splits = SPLITS[domain]
         self._raw = tasks
         self._ids = {split: tuple(splits[split]) for split in self.splits}
@@ -175,7 +215,7 @@ class Tau2TaskSource(TaskSourceBase):
         tid = self._ids[split][index]
         task = self._cache.get(tid)
         if task is None:
-            task = self._cache[tid] = to_task(self.domain, self._raw[tid], self._write_tools)
+            task = self._cache[tid] = to_task(self.domain, self._raw[tid], self._write_tools, self.protocol)
         return task
 
     def index_of(self, split: str, task_id: str) -> int:
