@@ -68,7 +68,9 @@ def prompt_view(
     - ``compact``: the system prompt is replaced by the role's name and no tools are rendered, so a prompt is
       the request and the conversation so far. For role-specialised small models (one adapter per role, or the
       embedded tiny model) that learn their role's instructions and tools in SFT: the unchanging text is most of
-      every prompt otherwise, and it puts the entities to copy hundreds of tokens back.
+      every prompt otherwise, and it puts the entities to copy hundreds of tokens back. A ``<scenario>...</scenario>``
+      block of the system prompt is the role's task, not its instructions (a dialogue's customer: its persona and
+      what it knows), so it stays after the name.
     """
     if style not in PROMPT_STYLES:
         raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
@@ -76,7 +78,9 @@ def prompt_view(
     if style == "full":
         return out, list(tools) if tools else None
     if out and out[0].get("role") == "system":
-        out[0]["content"] = role
+        system = str(out[0].get("content") or "")
+        start, end = system.find("<scenario>"), system.rfind("</scenario>")
+        out[0]["content"] = f"{role}\n{system[start : end + len('</scenario>')]}" if 0 <= start < end else role
     else:
         out.insert(0, {"role": "system", "content": role})
     return out, None

@@ -8,9 +8,10 @@
 turn joins the batch while the others go on decoding. With ``RolloutConfig(engine="generate")`` each step
 groups the pending turns by role and sends each role's prompts through one ``policy.generate`` call. Each
 agent turn becomes a :class:`Node` holding the role, the prompt and completion token ids, the per-token
-log-probs, the text sent to the env and, optionally, the env snapshot taken just before the turn (for
-node-wise branching). When an episode ends its :class:`Trajectory` gets the env's reward breakdown;
-``node.reward`` is the team reward R and ``node.breakdown`` the node's own record (format, R_F and R_E shares).
+log-probs, the text sent to the env, what the role received since its previous turn (``incoming``) and,
+optionally, the env snapshot taken just before the turn (for node-wise branching). When an episode ends its
+:class:`Trajectory` gets the env's reward breakdown; ``node.reward`` is the team reward R and
+``node.breakdown`` the node's own record (format, R_F and R_E shares).
 
 Token ids are never re-derived from text: what the policy produced is what trainers get.
 """
@@ -28,7 +29,7 @@ from joy_agents.memory import render_memories
 from joy_agents.policy import Sample, SamplingConfig
 from joy_agents.vllm_engine import VLLMConfig, VLLMSampler
 from joy_env.env import EnvSnapshot
-from joy_env.protocol import TURN_STOP
+from joy_env.protocol import TURN_STOP, clip
 
 
 @dataclass
@@ -53,6 +54,9 @@ class Node:
     """How many turns the role had taken before this one in its own conversation."""
     prompt_truncated: bool = False
     """Whether the prompt was cut to ``RolloutConfig.max_prompt_tokens`` (its oldest turns left out)."""
+    incoming: str = ""
+    """What the role received since its previous turn (:func:`incoming_text`): at its first turn its request or
+    sub-query, then tool results, sub-agents' answers, format errors, a customer's replies."""
 
     @property
     def trainable(self) -> bool:
@@ -342,6 +346,7 @@ class RolloutEngine:
                 memory_key=memory_key(messages),
                 role_turn=role_turn(messages),
                 prompt_truncated=truncated,
+                incoming=incoming_text(messages),
             )
         )
         env.step(sample.text)  # the policy's text never holds the end-of-turn token
@@ -364,6 +369,18 @@ def memory_key(messages: Sequence[dict[str, Any]]) -> str:
 def role_turn(messages: Sequence[dict[str, Any]]) -> int:
     """How many turns the role has taken in its conversation so far."""
     return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+INCOMING_CHARS = 1000
+"""Characters of :attr:`Node.incoming` kept (the start, with a marker when cut)."""
+
+
+def incoming_text(messages: Sequence[dict[str, Any]], limit: int = INCOMING_CHARS) -> str:
+    """What a role received since its previous turn: the contents of the messages after its last assistant
+    message (all but the system prompt at its first turn), one per line, cut to ``limit`` characters."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    parts = [str(m.get("content") or "") for m in messages[last + 1 :] if m.get("role") != "system"]
+    return clip("\n".join(p for p in parts if p), limit)
 
 
 def _reused(prompt_ids: list[int], action: str) -> Sample:

@@ -97,6 +97,36 @@ def check_team_dir(team: Path, option: str) -> None:
         raise UsageError(f"{option} {str(run)!r} {what}{hint}; pass a run directory written by joy-train")
 
 
+def team_roles(team: Path) -> tuple[str, ...]:
+    """The roles of the team saved in ``team`` (read from its ``team.json``, without loading any weights); ()
+    when the file does not say."""
+    try:
+        roles = json.loads((team / "team.json").read_text())["config"]["roles"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+    return tuple(str(r) for r in roles) if isinstance(roles, list) else ()
+
+
+def check_team_roles(roles: tuple[str, ...], env: Any, env_id: str, env_kwargs: Mapping[str, Any], option: str) -> None:
+    """A team must have a role for every agent of ``env`` (``env.possible_agents``): one line naming the
+    missing roles and the fix; a team with more roles than the env is fine. With a dialogue whose customer the
+    team plays (``customer="team"``), ``customer`` is one of them. Empty ``roles`` (not known) pass."""
+    missing = [a for a in env.possible_agents if a not in roles]
+    if not missing or not roles:
+        return
+    where = f"{env_id} with env_kwargs {dict(env_kwargs)}" if env_kwargs else env_id
+    sft = f"joy-train --trainer sft --set env_id={env_id}"
+    if env_kwargs:
+        sft += f" --set env_kwargs='{json.dumps(dict(env_kwargs), default=str)}'"
+    fix = f"start from a team trained on that env ({sft})"
+    if getattr(env, "customer", None) in missing:
+        fix += ', or let the env play the customer (env_kwargs "customer": "scripted")'
+    raise UsageError(
+        f"{option}: the team has no role {', '.join(missing)}, which {where} has (the team's roles: "
+        f"{', '.join(roles)}); {fix}"
+    )
+
+
 def check_model(model: str, option: str = "model") -> None:
     """A ``model`` written as a local path (absolute, ``./``, ``../``, ``~`` or a ``.gguf`` file) must exist; a
     Hugging Face name (``org/name``) and the embedded models are left to loading."""

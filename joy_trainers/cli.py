@@ -38,7 +38,7 @@ from joy_agents.rollout import ENGINES
 from joy_agents.vllm_engine import INSTALL_HINT, VLLMConfig, vllm_available
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
-from joy_trainers.checks import check_env_options, check_team_dir, read_results
+from joy_trainers.checks import check_env_options, check_team_dir, check_team_roles, read_results, team_roles
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.joyagents_grpo import memory_config_of
@@ -320,9 +320,10 @@ def _evaluate(args: argparse.Namespace) -> None:
         env_kwargs = _json_object(args.env_kwargs, "--env-kwargs")
     else:
         env_kwargs = (cfg.get("env_kwargs") or {}) if env_id == run_env else {}
-    check_env_options(
+    envs = check_env_options(
         env_id, env_kwargs, data_seed_of(cfg), {"--split": args.split}, option="--env-kwargs", env_option="--env"
     )
+    check_team_roles(team_roles(run / "team"), envs[args.split], env_id, env_kwargs, f"run directory {run}")
     tasks = args.tasks or cfg.get("eval_tasks") or 200
     try:
         limits = eval_limits(cfg)  # the view the team was trained and evaluated on

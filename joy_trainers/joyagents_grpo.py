@@ -5,12 +5,12 @@ One training step, top to bottom (:meth:`JoyAgentsGRPOTrainer.step`):
 
 1. **Initial trajectories.** Roll out one trajectory per task of the batch with the current team
    (``initial_temperature``, greedy by default), keeping the env snapshot before every node.
-2. **Node-wise sampling.** For each node i (the first ``max_nodes`` of each trajectory), sample G actions
-   (``group_size``, ``temperature``) from the role that acted there, from the prompt it saw (every node's
-   samples, all roles, in the continuous engine's batches); restore the snapshot, play each sampled action,
-   and finish the episode with the current team (``continuation_temperature``). The G final team rewards are
-   node i's group. Cost: sum_i G continuations per trajectory, linear in the number of nodes (joint resampling
-   would cost G^N).
+2. **Node-wise sampling.** For each node i (the first ``max_nodes`` of each trajectory, a frozen role's turns
+   left out), sample G actions (``group_size``, ``temperature``) from the role that acted there, from the
+   prompt it saw (every node's samples, all roles, in the continuous engine's batches); restore the snapshot,
+   play each sampled action, and finish the episode with the current team (``continuation_temperature``). The
+   G final team rewards are node i's group. Cost: sum_i G continuations per trajectory, linear in the number of
+   nodes (joint resampling would cost G^N).
    ``sampling="trajectory"`` replaces this by G whole trajectories per task (the ablation).
 3. **Selection.** Rank every group of the batch (all processes) by reward variance and keep the top K
    (``top_k``; ``"all"`` keeps every group with variance). Only roles owning a selected group change.
@@ -54,7 +54,8 @@ class JoyAgentsGRPOConfig(rl.RLConfig):
     continuation_temperature: float = 0.0
     """Temperature of the team finishing each sampled branch (0: greedy)."""
     max_nodes: int = 8
-    """Nodes branched per initial trajectory (the first ones)."""
+    """Nodes branched per initial trajectory (the first ones; the turns of a frozen role, e.g. a customer the team
+    plays without ``train_customer``, are never branched and not counted)."""
     top_k: int | str = 5
     """Groups updated per step, by reward variance (paper: 5); ``"all"`` disables selection."""
     memory: bool = True
@@ -171,7 +172,8 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
         cfg = self.config
         engine = state.engine
         initial = engine.run(tasks, state.sampling(cfg.initial_temperature)) if tasks else []
-        nodes = [n for t in initial for n in t.nodes[: cfg.max_nodes]]
+        # the first max_nodes turns of the trained roles: a frozen role's turns (a frozen customer) are never branched
+        nodes = [n for t in initial for n in [n for n in t.nodes if n.role not in state.frozen][: cfg.max_nodes]]
         explore = sampling_config(cfg.generation_limits(), cfg.temperature, cfg.top_p)
         # the G samples of every node, all roles in the same decode batches (each node's prompt prefilled once)
         samples = sample_many(

@@ -7,10 +7,12 @@ One training step, top to bottom (:meth:`MAPPOTrainer.step`):
 2. **Turn rewards.** Agent turn t of an episode earns its own format and efficiency shares
    (``R_F_t - R_E_t`` from the env's per-node breakdown); the last turn also earns ``R_A`` and whatever
    makes the turn rewards sum to the episode's team reward R.
-3. **Centralised critic.** V(s_t) reads the *global* state before turn t: the user's request and every
-   earlier turn of every agent (``[role] text`` lines), encoded by the shared base model with the adapters
-   switched off (frozen, no extra copy of the weights) and a trainable linear value head on the last
-   token's hidden state. Values are learnt normalised (running mean / std of the returns).
+3. **Centralised critic.** V(s_t) reads the *global* state before turn t (:func:`global_states`): the
+   user's request, every earlier turn of every agent (``[role] text`` lines) and what each agent received
+   before its turn (``[role <-] ...`` lines: tool results, sub-agents' answers, the customer's replies of a
+   dialogue), encoded by the shared base model with the adapters switched off (frozen, no extra copy of the
+   weights) and a trainable linear value head on the last token's hidden state. Values are learnt normalised
+   (running mean / std of the returns).
 4. **GAE** over each episode's agent turns (``gamma``, ``gae_lambda``), returns = advantages + values;
    advantages normalised over all acting agents' turns of the step.
 5. **PPO.** ``ppo_epochs`` passes: each role's clipped-ratio loss on the tokens of its turns, each turn with
@@ -30,6 +32,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from joy_agents.rollout import incoming_text
 from joy_trainers import rl
 from joy_trainers.losses import gae, value_loss
 from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
@@ -85,11 +88,27 @@ PRESETS["smol"] = {**SMOL_RL, "iterations": 1, "steps_per_iteration": 10, "beta"
 
 
 def global_states(trajectory: Any) -> list[str]:
-    """The critic's view before each turn: the request, then ``[role] text`` of every earlier turn."""
+    """The critic's view before each turn, one text per node; the state before the math agent's second turn::
+
+        request: What is 17 * 23?
+        [master] <tool_call>{"name": "call_agent", "arguments": {"agent": "math", "query": "17 * 23"}}</tool_call>
+        [math <-] 17 * 23
+        [math] <tool_call>{"name": "calculator", "arguments": {"expression": "17 * 23"}}</tool_call>
+        [math <-] {"result": 391}
+        next: math
+
+    For every turn in order, ``[role <-] ...`` holds what the role received since its previous turn
+    (:attr:`joy_agents.rollout.Node.incoming`: tool results, sub-agents' answers, a customer's replies, whether
+    the env or the team plays the customer), left out when empty or when it repeats the request, then
+    ``[role] text``, its own turn. The state before turn t ends with what turn t's role received and
+    ``next: <role>``."""
     query = trajectory.nodes[0].memory_key if trajectory.nodes else ""
     lines = [f"request: {query}"]
     out = []
+    request = incoming_text([{"role": "user", "content": query}])  # what the first turn received, as a node has it
     for node in trajectory.nodes:
+        if node.incoming and node.incoming != request:
+            lines.append(f"[{node.role} <-] {node.incoming}")
         out.append("\n".join(lines) + f"\nnext: {node.role}")
         lines.append(f"[{node.role}] {node.text}")
     return out

@@ -27,6 +27,15 @@ class RunConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Task-source options of the environment (``joy_env.make``), in training and evaluation, e.g.
     ``{"domain": "airline"}`` with ``env_id=joy/tau2-v0``."""
+    train_customer: bool = False
+    """Train the customer of a dialogue the team plays (``env_kwargs`` with ``"protocol": "interactive",
+    "customer": "team"`` for ``joy/tau2-v0``), which is then a role of the team. Off: the customer is frozen, its
+    adapter stays as it was initialised or loaded (``sft`` drops its examples, RL never updates it). On: ``sft``
+    trains it on the expert's customer turns and RL updates it like the other roles. The team reward also pays
+    the customer, so a trained customer can learn to make the service agent's job easier (confirm anything, stop
+    early, give information it should not): the scores of a team with a trained customer do not compare with
+    tau2-bench's, whose user simulator is fixed. No effect on an env without a customer agent; ``--resume``
+    cannot change it."""
     seed: int = 0
     """Seed of the run."""
     eval_tasks: int = 200
@@ -93,6 +102,15 @@ class RunConfig:
         """Build from a dict (YAML, ``--set``), rejecting unknown names and values of the wrong type; an old
         name in ``RENAMED`` is read as its new one, with a warning."""
         return config_from_dict(cls, values)
+
+    def frozen_roles(self, env: Any) -> frozenset[str]:
+        """The roles of ``env`` the run never trains: the customer of a dialogue the team plays (``env.customer``
+        when it is one of ``env.possible_agents``), unless ``train_customer``. The same on every process: it
+        depends only on the options."""
+        customer = getattr(env, "customer", None)
+        if self.train_customer or customer is None or customer not in env.possible_agents:
+            return frozenset()
+        return frozenset({customer})
 
     def generation_limits(self) -> GenerationLimits:
         """The generation limits of the run's rollouts and evaluations (a trainer's Config defines them)."""

@@ -5,7 +5,9 @@ The first stage of the JoyAgents-R1 pipeline. Reads top to bottom:
 1. the base model: the pretrained tiny base shipped with the package (``model="tiny-base"``, see
    :mod:`joy_trainers.tiny_base`), the untrained embedded tiny model (``"tiny"``, built offline and cached)
    or any Hugging Face name or local path;
-2. expert examples per role from the SFT part of the train split (:mod:`joy_agents.sft_data`);
+2. expert examples per role from the SFT part of the train split (:mod:`joy_agents.sft_data`); the roles are
+   the env's agents, ``customer`` among them where the team plays a dialogue's customer, whose examples are
+   dropped unless ``train_customer`` (a frozen customer);
 3. optional full fine-tuning of the shared base on all roles' examples (``base_epochs``): a randomly
    initialised tiny model must first learn the language of the environment; a pretrained model skips it;
 4. one LoRA adapter per role on the shared base, each trained on its role's examples with TRL's
@@ -45,6 +47,7 @@ from joy_agents.sft_data import (
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import check_env_options, check_model
+from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import sft_limits
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.presets import SFT_PRESETS
@@ -108,7 +111,8 @@ class SFTConfig(RunConfig):
     """Epochs of each role's LoRA adapter on its examples (0: skip)."""
     role_adapter_epochs: dict[str, float] = field(default_factory=dict)
     """Per-role overrides of ``adapter_epochs``, e.g. ``{"general": 2.0}`` for a role that needs more (0: that
-    role's adapter stays untrained)."""
+    role's adapter stays untrained). The roles are the env's agents (``customer`` where the team plays it); the
+    built-in roles' names are accepted for any env, so that a preset applies to a custom one."""
     adapter_lr: float = 1e-3
     """Learning rate of the adapter stage."""
     adapter_loss: str = "completion"
@@ -187,9 +191,6 @@ class SFTConfig(RunConfig):
         bad = {r: e for r, e in self.role_adapter_epochs.items() if not isinstance(e, (int, float)) or e < 0}
         if bad:
             raise ValueError(f"role_adapter_epochs must map roles to numbers >= 0, got {bad}")
-        unknown = sorted(set(self.role_adapter_epochs) - set(joy_env.AGENTS))
-        if unknown:
-            raise ValueError(f"role_adapter_epochs has unknown role(s) {unknown}; roles: {', '.join(joy_env.AGENTS)}")
         if self.base_loss not in LOSSES:
             raise ValueError(f"base_loss must be one of {LOSSES}, got {self.base_loss!r}")
         if self.adapter_loss not in LOSSES[:2]:
@@ -384,6 +385,8 @@ class SFTTrainer(BaseTrainer):
     config_class = SFTConfig
     presets = SFT_PRESETS
     config: SFTConfig
+    roles: tuple[str, ...] = joy_env.AGENTS
+    """The team's roles: the env's agents (``possible_agents``), set when the run starts."""
 
     def run_training(self) -> dict[str, Any]:
         """Run the stages (see the module documentation)."""
@@ -394,12 +397,19 @@ class SFTTrainer(BaseTrainer):
         splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
         # the inputs, before any long work (the env_kwargs names: by the config)
         envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits, names_checked=True)
+        env_name = f"{cfg.env_id} {cfg.env_kwargs}" if cfg.env_kwargs else cfg.env_id
+        self.roles = tuple(envs["train"].possible_agents)  # the team's roles: the env's agents
+        frozen = cfg.frozen_roles(envs["train"])
+        unknown = sorted(set(cfg.role_adapter_epochs) - set(self.roles) - set(joy_env.AGENTS))
+        if unknown:
+            raise UsageError(
+                f"role_adapter_epochs has unknown role(s) {unknown}; the roles of {env_name}: {', '.join(self.roles)}"
+            )
         check_model(cfg.model)
         self.claim_run_dir()  # by one process (accelerate launch)
         torch.manual_seed(cfg.seed)
         base = resolve_model(cfg.model, cfg.seed)
         tokenizer = self.tokenizer = AutoTokenizer.from_pretrained(base)
-        env_name = f"{cfg.env_id} {cfg.env_kwargs}" if cfg.env_kwargs else cfg.env_id
         train_tasks = envs["train"].num_tasks
         sft_part = len(split_train_tasks(train_tasks, cfg.rl_fraction, cfg.seed)[0])
         if sft_part < cfg.sft_tasks:
@@ -419,8 +429,14 @@ class SFTTrainer(BaseTrainer):
             cfg.prompt_style,
             cfg.env_kwargs,
         )
+        dropped = {r: len(examples.get(r, [])) for r in sorted(frozen)}
+        for role in frozen:  # a frozen customer: neither its adapter nor the base stage learns its turns
+            examples[role] = []
         counts = {r: len(v) for r, v in examples.items()}
-        print(f"[sft] examples per role: {counts}")
+        not_trained = "".join(
+            f"; {r}: {n} examples dropped (frozen; --set train_customer=true trains it)" for r, n in dropped.items()
+        )
+        print(f"[sft] examples per role: {counts}{not_trained}")
         logs: dict[str, list[dict[str, Any]]] = {}
         steps = 0  # optimiser steps of every stage
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -477,6 +493,9 @@ class SFTTrainer(BaseTrainer):
 
         team = TeamPolicy(team_config)
         for role in team.roles:
+            if role in frozen:
+                print(f"[sft] {role} is frozen (train_customer=false); its adapter stays as initialised")
+                continue
             epochs = cfg.role_adapter_epochs.get(role, cfg.adapter_epochs)
             if epochs <= 0:
                 continue
@@ -540,6 +559,7 @@ class SFTTrainer(BaseTrainer):
         cfg = self.config
         return TeamConfig(
             model=base,
+            roles=self.roles,
             separate_models=dict(cfg.separate_models),
             lora_r=cfg.lora_r,
             lora_alpha=cfg.lora_alpha,

@@ -11,10 +11,11 @@ import torch
 from joy_trainers.mappo import MAPPOConfig, MAPPOTrainer, global_states, turn_rewards
 
 
-def _traj(texts_roles, R, records):
+def _traj(texts_roles, R, records, incoming=None):
+    incoming = incoming or [""] * len(texts_roles)
     nodes = [
-        types.SimpleNamespace(role=r, text=t, memory_key="What is 2 + 2?", breakdown=rec)
-        for (t, r), rec in zip(texts_roles, records, strict=True)
+        types.SimpleNamespace(role=r, text=t, memory_key="What is 2 + 2?", breakdown=rec, incoming=i)
+        for (t, r), rec, i in zip(texts_roles, records, incoming, strict=True)
     ]
     return types.SimpleNamespace(nodes=nodes, reward=R)
 
@@ -37,6 +38,21 @@ def test_global_state_holds_the_request_and_every_earlier_turn_of_every_agent():
     assert states[0] == "request: What is 2 + 2?\nnext: master"
     assert "[master] call math" in states[2] and "[math] <answer>4</answer>" in states[2]
     assert states[2].endswith("next: master") and "[math]" not in states[1]
+
+
+def test_global_state_holds_what_each_role_received_before_its_turn():
+    """``[role <-] ...``: what the role received since its previous turn (tool results, answers, a customer's
+    replies), before its own ``[role] text``; an incoming text that repeats the request is not repeated."""
+    t = _traj(
+        [("call math", "master"), ("<tool_call>calc</tool_call>", "math"), ("<answer>4</answer>", "math")],
+        1.0,
+        [{}, {}, {}],
+        incoming=["What is 2 + 2?", "2 + 2", '{"result": 4}'],
+    )
+    states = global_states(t)
+    assert states[0] == "request: What is 2 + 2?\nnext: master"
+    assert states[1] == "request: What is 2 + 2?\n[master] call math\n[math <-] 2 + 2\nnext: math"
+    assert states[2].endswith('[math] <tool_call>calc</tool_call>\n[math <-] {"result": 4}\nnext: math')
 
 
 def test_running_return_statistics_match_the_pooled_mean_and_variance():

@@ -230,6 +230,17 @@ def tiny_base_tok():
     return AutoTokenizer.from_pretrained(str(tiny_base_dir()))
 
 
+def test_compact_prompts_keep_a_dialogue_customers_scenario():
+    """The customer's system prompt holds its task (``<scenario>``): the compact style keeps it after the name."""
+    from joy_agents.policy import prompt_view
+
+    system = "Guidelines for playing a customer.\n\n<scenario>\nReason for call: a refund\n</scenario>"
+    messages, _ = prompt_view("compact", "customer", [{"role": "system", "content": system}], None)
+    assert messages[0]["content"] == "customer\n<scenario>\nReason for call: a refund\n</scenario>"
+    messages, _ = prompt_view("compact", "math", [{"role": "system", "content": "You solve word problems."}], None)
+    assert messages[0]["content"] == "math"
+
+
 def test_compact_prompts_keep_the_role_tag_and_the_request(tiny_base_tok):
     """Compact prompts (the tiny presets' style: the role's name as system message, no tools) lose their oldest
     turns, then the middle of the conversation; the role tag and the request stay."""

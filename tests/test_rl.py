@@ -146,6 +146,22 @@ def test_update_epochs_take_that_many_clipped_steps_on_one_batch(sft_run, tmp_pa
         _cfg(GRPOConfig, sft_run, tmp_path, update_epochs=0)
 
 
+def test_a_frozen_role_is_never_updated_whatever_its_samples(sft_run, tmp_path):
+    """``RunState.frozen`` (a customer the team plays, without ``train_customer``): :func:`rl.update_roles` skips
+    the role, while the others of the same step train."""
+    from types import SimpleNamespace
+
+    team = _team(sft_run)
+    state = SimpleNamespace(team=team, optimizers=rl.make_optimizers(team, 1e-2), reference=None)
+    state.frozen = frozenset({"qa"})
+    before = {r: [p.detach().clone() for p in team.trainable_parameters(r)] for r in ("qa", "math")}
+    groups = [rl.Group(r, [1.0, 0.0, 1.0, 0.0], _samples(team, r)) for r in ("qa", "math")]
+    stats = rl.update_selected(state, groups, _cfg(GRPOConfig, sft_run, tmp_path, beta=0.0, temperature=1.0))
+    assert set(stats) == {"math"}
+    assert all(torch.equal(a, b) for a, b in zip(before["qa"], team.trainable_parameters("qa"), strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(before["math"], team.trainable_parameters("math"), strict=True))
+
+
 def test_reference_policy_swaps_its_weights_in_and_restores_the_current_ones(sft_run):
     team = _team(sft_run)
     ref = rl.ReferencePolicy(team, ["math"])

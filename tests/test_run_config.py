@@ -4,9 +4,11 @@ the SFT token cap, and the options the automatic SFT run takes from its RL run."
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import pytest
 
+import joy_env
 from joy_agents.rollout import ENGINES
 from joy_env.protocol import TURN_STOP
 from joy_trainers.base import BaseTrainer
@@ -15,7 +17,8 @@ from joy_trainers.errors import UsageError
 from joy_trainers.generation import GenerationLimits, rollout_config, sampling_config
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
 from joy_trainers.rl import RLConfig, RLTrainer
-from joy_trainers.rl.start import auto_sft_overrides
+from joy_trainers.rl.resume_config import resume_changes
+from joy_trainers.rl.start import auto_sft_overrides, sft_cache_key, tiny_sft_values
 from joy_trainers.run_config import RunConfig
 from joy_trainers.sft import SFTConfig, SFTTrainer
 
@@ -151,6 +154,7 @@ def test_the_automatic_sft_run_gets_the_rl_runs_env():
     assert auto_sft_overrides(cfg) == {
         "env_id": "joy/ecommerce-v0",
         "env_kwargs": {"source": "tau2"},
+        "train_customer": False,
         "rollout_engine": "generate",
         "draft_tokens": 0,
         "draft_max_rows": 8,
@@ -158,6 +162,22 @@ def test_the_automatic_sft_run_gets_the_rl_runs_env():
     }
     mine = GRPOConfig(env_kwargs={}, sft_overrides={"env_id": "joy/qa-v0", "sft_tasks": 5})
     assert auto_sft_overrides(mine)["env_id"] == "joy/qa-v0" and auto_sft_overrides(mine)["sft_tasks"] == 5
+
+
+def test_train_customer_is_shared_refused_on_resume_and_freezes_only_a_customer_the_team_plays():
+    assert "train_customer" in {f.name for f in dataclasses.fields(RunConfig)}
+    refused, _ = resume_changes({"train_customer": False}, {"train_customer": True}, RLConfig.RESUME_SAFE)
+    assert refused == ["train_customer: false -> true"]
+    team_customer = types.SimpleNamespace(customer="customer", possible_agents=[*joy_env.AGENTS, "customer"])
+    env_customer = types.SimpleNamespace(customer="customer", possible_agents=list(joy_env.AGENTS))  # scripted
+    assert GRPOConfig().frozen_roles(team_customer) == {"customer"} == SFTConfig().frozen_roles(team_customer)
+    assert GRPOConfig(train_customer=True).frozen_roles(team_customer) == frozenset()
+    assert GRPOConfig().frozen_roles(env_customer) == frozenset() == GRPOConfig().frozen_roles(joy_env.make())
+    assert auto_sft_overrides(GRPOConfig(train_customer=True))["train_customer"] is True
+    # a frozen customer (the default) keeps the cache keys of the automatic SFT teams made before the option
+    values = tiny_sft_values("tiny-base", 0)
+    frozen, trained = ({**values, "train_customer": flag} for flag in (False, True))
+    assert sft_cache_key(values) == sft_cache_key(frozen) != sft_cache_key(trained)
 
 
 def test_the_documented_supervised_plugin_shape_writes_its_results(tmp_path, monkeypatch):

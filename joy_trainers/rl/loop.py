@@ -34,7 +34,7 @@ from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutEngine
 from joy_agents.sft_data import split_train_tasks
 from joy_agents.vllm_engine import VLLMConfig, vllm_engine
-from joy_trainers.checks import check_env_options, check_sft_run, sft_env_mismatch
+from joy_trainers.checks import check_env_options, check_sft_run, check_team_roles, sft_env_mismatch, team_roles
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.generation import rollout_config
@@ -59,7 +59,8 @@ from joy_trainers.rundir import RunDir, run_results, write_results
 
 def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState:
     """Check the inputs and claim the run directory (before any long work), then Accelerate, the starting
-    team, optimisers, memory banks, the engine and the metrics log (step 0)."""
+    team (it must have a role for every agent of the env), the roles never trained (``RunState.frozen``),
+    optimisers, memory banks, the engine and the metrics log (step 0)."""
     from accelerate import Accelerator  # imported here: it costs over a second, and only training needs it
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available(), log_with=cfg.log_with, project_dir=str(run.path))
@@ -72,9 +73,12 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
         try:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
-            check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
+            envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
             if not carried:
                 check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
+                if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles
+                    roles = team_roles(Path(cfg.sft_run) / "team")
+                    check_team_roles(roles, envs["train"], cfg.env_id, cfg.env_kwargs, f"sft_run {cfg.sft_run!r}")
                 mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
                 if mismatch:
                     print(f"[rl] warning: {mismatch}")
@@ -98,10 +102,15 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
             bring_team(team_dir, run.path)
         barrier()
     team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
+    env = joy_env.make(cfg.env_id, split="train", seed=cfg.data_seed, **cfg.env_kwargs)  # its world is built
+    check_team_roles(team.roles, env, cfg.env_id, cfg.env_kwargs, f"the starting team {start_team}")
+    frozen = cfg.frozen_roles(env)
+    env.close()
     if cfg.rollout_engine == "vllm":  # built by every process at once (vLLM forms its groups over all of them)
         vllm_engine(team, VLLMConfig.from_options(cfg.vllm_options))
     optimizers = make_optimizers(team, cfg.lr)
-    banks = {r: MemoryBank(r, memory) for r in team.roles} if memory is not None and memory.enabled else {}
+    trained = [r for r in team.roles if r not in frozen]  # a frozen role's memory would change its prompts
+    banks = {r: MemoryBank(r, memory) for r in trained} if memory is not None and memory.enabled else {}
     engine = RolloutEngine(
         team,
         cfg.env_id,
@@ -133,6 +142,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
         log=MetricsLog(run.path / "metrics.jsonl", accelerator) if rank == 0 else None,
         rl_tasks=rl_indices,
         accelerator=accelerator,
+        frozen=frozen,
     )
 
 
@@ -315,7 +325,7 @@ def _run_steps(
         if budget and state.tokens_total >= budget:
             break
         if refresh_reference and cfg.beta and (step % cfg.steps_per_iteration == 0 or state.reference is None):
-            state.reference = ReferencePolicy(state.team, state.team.roles)  # a new RL iteration
+            state.reference = ReferencePolicy(state.team, state.trained_roles)  # a new RL iteration
         out = step_fn(state, step)
         row = metrics_row(state, step, out) if isinstance(out, StepOutput) else out
         state.step = step + 1

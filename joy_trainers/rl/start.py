@@ -78,11 +78,12 @@ def sft_team(sft_run: str | None, model: str, seed: int, sft_overrides: dict[str
 
 
 def auto_sft_overrides(cfg: RLConfig) -> dict[str, Any]:
-    """The options of the automatic SFT run that come from the RL run ``cfg``: its env, its env's options and
-    its generation engine, then ``cfg.sft_overrides`` (which win)."""
+    """The options of the automatic SFT run that come from the RL run ``cfg``: its env, its env's options,
+    ``train_customer`` and its generation engine, then ``cfg.sft_overrides`` (which win)."""
     inherited = {
         "env_id": cfg.env_id,
         "env_kwargs": dict(cfg.env_kwargs),
+        "train_customer": cfg.train_customer,
         "rollout_engine": cfg.rollout_engine,
         "draft_tokens": cfg.draft_tokens,
         "draft_max_rows": cfg.draft_max_rows,
@@ -110,6 +111,8 @@ def sft_cache_key(values: dict[str, Any]) -> str:
     shaping = {k: v for k, v in config.items() if k not in EVALUATION_OPTIONS}
     if not shaping.get("env_kwargs"):  # the env's default source: the key of runs made before the option
         shaping.pop("env_kwargs", None)
+    if not shaping.get("train_customer"):  # likewise: a frozen customer (the default) keeps the earlier keys
+        shaping.pop("train_customer", None)
     key = {**shaping, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
     if config["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
         key["tiny_base"] = _tiny_base_digest()

@@ -30,6 +30,11 @@ class RunState:
     log: MetricsLog | None
     rl_tasks: list[int]
     accelerator: Any
+    frozen: frozenset[str] = frozenset()
+    """Roles never updated (:meth:`~joy_trainers.run_config.RunConfig.frozen_roles`: the customer the team plays,
+    unless ``train_customer``): :func:`~joy_trainers.rl.update_roles` skips them, they get no memory bank and no
+    reference copy, and node-wise sampling never branches at their turns. Derived from the options, so every
+    process skips the same roles."""
     step: int = 0
     reference: ReferencePolicy | None = None
     baseline: dict[str, Any] | None = None
@@ -46,6 +51,11 @@ class RunState:
     @property
     def is_main(self) -> bool:
         return world()[0] == 0
+
+    @property
+    def trained_roles(self) -> tuple[str, ...]:
+        """The team's roles that training updates (all but :attr:`frozen`), in the team's order."""
+        return tuple(r for r in self.team.roles if r not in self.frozen)
 
     def batch_tasks(self, step: int, n: int) -> list[int]:
         """The ``n`` RL tasks of ``step`` (the shuffled RL split, cycled; the same on every process)."""

@@ -199,8 +199,10 @@ def update_roles(
     reference: ReferencePolicy | None = None,
 ) -> dict[str, Any]:
     """One :func:`policy_update` per role that has ``(sample, advantage)`` pairs on any process, in the same
-    order on every process; returns the statistics per role."""
-    roles = sorted({r for rs in all_gather_objects(sorted(per_role)) for r in rs})
+    order on every process, except the run's frozen roles (``state.frozen``: never updated, whatever their
+    samples; a state without the attribute freezes none); returns the statistics per updated role."""
+    frozen = getattr(state, "frozen", frozenset())
+    roles = sorted({r for rs in all_gather_objects(sorted(per_role)) for r in rs} - frozen)
     stats: dict[str, Any] = {}
     for role in roles:
         rows = per_role.get(role, [])
