@@ -1,6 +1,7 @@
-"""The env specs of ``joy/tau2-v0`` (one per domain and data directory) and of the retail alias
-``joy/ecommerce-v0`` with ``source="tau2"``: the service agent's domain (tools, database, policy, starting
-states, state assertions), the master's prompt and the task source (see :mod:`joy_env.domains.tau2`)."""
+"""The env specs of ``joy/tau2-v0`` (one per domain, data directory, protocol and customer) and of the retail
+alias ``joy/ecommerce-v0`` with ``source="tau2"``: the service agent's domain (tools, database, policy, starting
+states, state assertions), the master's prompt, the task source and, in the interactive protocol, the dialogue
+with the customer (see :mod:`joy_env.domains.tau2`)."""
 
 from __future__ import annotations
 
