@@ -201,8 +201,11 @@ ROLE_PROMPT = (
 
 
 def system_prompt(policy: str) -> str:
-    """The ecommerce agent's system prompt: :data:`ROLE_PROMPT`, then tau2's policy unchanged."""
-    return f"{ROLE_PROMPT}\n\n{policy.strip()}\n"
+    """The ecommerce agent's system prompt: :data:`ROLE_PROMPT`, then tau2's policy unchanged
+    (:func:`joy_env.domains.tau2.spec.system_prompt` of retail's solo protocol)."""
+    from joy_env.domains.tau2.spec import system_prompt as tau2_system_prompt
+
+    return tau2_system_prompt("retail", policy)
 
 
 def domain(data: RetailData) -> Domain:
