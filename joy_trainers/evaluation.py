@@ -13,6 +13,12 @@ metrics computed over all ``tasks x n`` episodes. Trial ``t`` samples from torch
 :func:`trial_seed` ``(seed, t)``, so it draws the same tokens in every evaluation with that seed (on the same
 hardware), whatever the other trials draw, and the caller's RNG state is left as it was. Greedy trials
 (``temperature=0``) of a deterministic env are identical, so their pass^k is the success rate for every ``k``.
+
+Under ``accelerate launch`` with N processes, every process plays its share of the tasks (about 1/N,
+:func:`~joy_trainers.distributed.shard`) and the trajectories are gathered in task order, so a greedy evaluation
+gives the metrics of one process in about 1/N of the time; ``tasks_per_process`` then records the split. A sampled
+evaluation (``temperature > 0``) draws each process's share from the same trial seed, so its episodes differ from
+a single process's.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 import torch
 
 from joy_agents.rollout import RolloutConfig, RolloutEngine, Trajectory, summarize
+from joy_trainers.distributed import all_gather_objects, is_main, shard, unshard, world
 from joy_trainers.generation import GenerationLimits, rollout_config, sampling_config
 from joy_trainers.pass_k import pass_hat_k, pass_hat_ks
 from joy_trainers.run_config import RunConfig
@@ -92,15 +99,22 @@ def evaluate_team(
     )
     if temperature > 0:
         config = dataclasses.replace(config, sampling=sampling_config(limits, temperature))
-    runner = RolloutEngine(team, env_id, split, seed, config, memory=memory, env_kwargs=env_kwargs)
+    runner = RolloutEngine(team, env_id, split, seed, config, progress=is_main(), memory=memory, env_kwargs=env_kwargs)
     starts = list(range(min(tasks, runner.prototype.num_tasks)))
     start = time.perf_counter()
-    plays = [_play(runner, starts, trial_seed(seed, t) if temperature > 0 else None) for t in range(trials)]
+    mine = shard(starts)  # this process's share (all of them in a single process)
+    plays = [_play(runner, mine, trial_seed(seed, t) if temperature > 0 else None) for t in range(trials)]
+    processes = world()[1]
+    if processes > 1:  # every process gets every trajectory, in the order of the starts
+        parts = all_gather_objects(plays)
+        plays = [unshard([p[t] for p in parts]) for t in range(trials)]
     metrics = summarize([t for play in plays for t in play])
     if trials > 1:
         metrics["trials"] = trials
         metrics.update(_pass_k_metrics(plays, metrics["per_domain"]))
-    metrics["eval_wall_s"] = time.perf_counter() - start
+    if processes > 1:
+        metrics["tasks_per_process"] = [len(starts[r::processes]) for r in range(processes)]
+    metrics["eval_wall_s"] = max(all_gather_objects(time.perf_counter() - start))
     return metrics
 
 
@@ -131,6 +145,8 @@ def _play(runner: RolloutEngine, starts: list[int], seed: int | None) -> list[Tr
     """One episode per start; a sampled play runs on torch generators seeded with ``seed`` (every device's),
     the caller's RNG states restored afterwards. A greedy play (``seed`` None) draws nothing and touches no
     generator."""
+    if not starts:  # more processes than tasks: this one has none
+        return []
     if seed is None:
         return runner.run(starts)
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []

@@ -37,13 +37,13 @@ class RunConfig:
     tau2-bench's, whose user simulator is fixed. No effect on an env without a customer agent; ``--resume``
     cannot change it."""
     seed: int = 0
-    """Seed of the run."""
+    """Seed of the run (training, sampling, initialisation; an ``sft`` run's data and tiny model too)."""
     eval_tasks: int = 200
     """Test tasks evaluated before and after training (0: skip evaluation)."""
     eval_split: str = "test"
     """Split evaluated."""
     eval_baseline: bool = True
-    """Also evaluate the starting team (``baseline_metrics``)."""
+    """Also evaluate the starting team (``baseline_metrics``); off when a caller evaluates it once for many runs."""
     max_new_tokens: int = 128
     """Cap of generated tokens per agent turn."""
     rollout_engine: str = "continuous"

@@ -24,9 +24,7 @@ import functools
 import itertools
 import json
 import math
-import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -45,13 +43,15 @@ from joy_agents.sft_data import (
     tokenize_example,
 )
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
-from joy_trainers.base import BaseTrainer
+from joy_trainers.base import BaseTrainer, Trained
 from joy_trainers.checks import check_env_options, check_model
+from joy_trainers.distributed import barrier, is_main, say, world
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import sft_limits
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.presets import SFT_PRESETS
 from joy_trainers.ranges import Range, count, positive, positive_int, share
+from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.run_config import RunConfig
 from joy_trainers.rundir import write_results
 from joy_trainers.sft_batches import (
@@ -62,6 +62,15 @@ from joy_trainers.sft_batches import (
     token_batches,
     typical_rows,
 )
+from joy_trainers.sft_checkpoints import (
+    PROGRESS_FILE,
+    SFTProgress,
+    keep_metrics,
+    read_progress,
+    save_team_checkpoint,
+    stage_checkpoint,
+    team_checkpoint,
+)
 from joy_trainers.sft_loss import completion_loss, prefix_sharing_supported
 
 LOSSES = ("completion", "conversation", "all")
@@ -71,18 +80,11 @@ LOSSES = ("completion", "conversation", "all")
 @dataclass
 class SFTConfig(RunConfig):
     """Configuration of the ``sft`` trainer (one line per field; the shared ones in
-    :class:`~joy_trainers.run_config.RunConfig`)."""
+    :class:`~joy_trainers.run_config.RunConfig`). Its ``model``: ``"tiny-base"`` (the pretrained tiny base shipped
+    with the package), ``"tiny"`` (embedded, untrained, built offline), ``"tiny-small"``, or a Hugging Face name /
+    local path; its data: the expert trajectories of ``env_id`` (with ``env_kwargs``, e.g. ``{"domain": "airline"}``
+    with ``env_id=joy/tau2-v0``, whose splits are ``train`` and ``test``), drawn with ``seed``."""
 
-    model: str = "tiny-base"
-    """Base model: ``"tiny-base"`` (the pretrained tiny base shipped with the package), ``"tiny"`` (embedded,
-    untrained, built offline), ``"tiny-small"``, or a HF name / local path."""
-    env_id: str = "joy/mixed-v0"
-    """Environment whose expert trajectories are the data."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Task-source options of the environment, passed to ``joy_env.make`` for the data and the evaluation, e.g.
-    ``{"domain": "airline"}`` with ``env_id=joy/tau2-v0`` (tau2-bench; its splits are ``train`` and ``test``)."""
-    seed: int = 0
-    """Seed of the data, the tiny model and training."""
     sft_tasks: int = 800
     """Expert episodes (from the SFT part of the train split) turned into examples."""
     rl_fraction: float = 0.5
@@ -156,6 +158,11 @@ class SFTConfig(RunConfig):
     together and run those tokens once per batch (:func:`collate_shared_prefix`): the same loss and gradients
     in less compute. Used only without activation checkpointing, in one process, with a plain output head.
     The base stage keeps batches that mix roles: grouped by prefix, each of its batches would hold one role."""
+    checkpoint_steps: int = 500
+    """Optimiser steps between checkpoints inside a stage (TRL's own: weights, optimiser, random states), from
+    which ``--resume`` continues the stage; 0: at stage boundaries only (:mod:`joy_trainers.sft_checkpoints`)."""
+    resume: bool = False
+    """Continue the run in ``output_dir`` from its last stage boundary or checkpoint (``joy-train --resume``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form notes copied into results.json."""
 
@@ -178,8 +185,18 @@ class SFTConfig(RunConfig):
         "warmup_ratio": share(),
         "eval_max_cycles": positive_int(),
         "baseline_tasks": Range(1, integer=True, none_ok=True),
+        "checkpoint_steps": count(),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`)."""
+    RESUME_SAFE: ClassVar[tuple[str, ...]] = (
+        "eval_tasks",
+        "eval_split",
+        "eval_baseline",
+        "baseline_tasks",
+        "checkpoint_steps",
+        "extra",
+    )
+    """The options ``--resume`` may change (:mod:`joy_trainers.resume_config`); any other change is refused."""
     RENAMED: ClassVar[dict[str, str]] = {"eval_max_new_tokens": "max_new_tokens"}
     """Old option names still read for one release (``docs/changelog.md``)."""
 
@@ -287,6 +304,20 @@ def _sft_trainer_class() -> type:
             loader = DataLoader(self.train_dataset, batch_sampler=self.batches, collate_fn=self.data_collator)
             return self.accelerator.prepare(loader)
 
+        def _load_from_checkpoint(self, resume_from_checkpoint, model=None):  # noqa: D102
+            from peft import PeftModel
+
+            model = model if model is not None else self.model
+            if not isinstance(model, PeftModel):
+                return super()._load_from_checkpoint(resume_from_checkpoint, model)
+            # the team's adapters are named after the roles, so a checkpoint holds each in its own folder
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            role = model.active_adapter
+            path = Path(resume_from_checkpoint) / role / "adapter_model.safetensors"
+            set_peft_model_state_dict(model, load_file(str(path)), adapter_name=role)
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: D102
             if num_items_in_batch is not None:
                 self.loss_is_scaled_for_ga = True
@@ -312,8 +343,11 @@ def _trl_args(cfg: SFTConfig, out: Path, lr: float) -> Any:
         max_grad_norm=1.0,
         **{_checkpointing_argument(): cfg.activation_checkpointing},
         train_sampling_strategy="sequential",  # keep the order of bucketed_order
-        logging_steps=5,
-        save_strategy="no",
+        # a log row covers the steps since the last one: checkpoints at log boundaries keep a resumed run's rows
+        logging_steps=math.gcd(5, cfg.checkpoint_steps) if cfg.checkpoint_steps else 5,
+        save_strategy="steps" if cfg.checkpoint_steps else "no",  # checkpoints inside a stage (--resume)
+        save_steps=cfg.checkpoint_steps or 500,
+        save_total_limit=1,
         report_to=[],
         seed=cfg.seed,
         max_length=cfg.max_length,
@@ -356,12 +390,17 @@ def _progress_callback(stage: str, epochs: float, metrics: Path) -> Any:
 
     class Progress(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102
-            self.bar = tqdm(total=state.max_steps, desc=f"sft {stage}", unit="step")
+            # one bar and one metrics.jsonl row per log, from the main process
+            self.bar = tqdm(total=state.max_steps, desc=f"sft {stage}", unit="step", disable=not is_main())
 
         def on_step_end(self, args, state, control, **kwargs):  # noqa: D102
             self.bar.update(1)
+            if state.global_step >= state.max_steps:  # the stage's end is a stage boundary: no TRL checkpoint
+                control.should_save = False
 
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
+            if not is_main():
+                return
             logs = dict(logs or {})
             if "epoch" in logs:
                 logs["epoch"] = round(float(logs["epoch"]) * epochs, 4)
@@ -378,8 +417,8 @@ def _progress_callback(stage: str, epochs: float, metrics: Path) -> Any:
 
 
 class SFTTrainer(BaseTrainer):
-    """Runs the ``sft`` stage for every role (see the module documentation); the run directory, evaluation
-    and results are :class:`~joy_trainers.base.BaseTrainer`'s."""
+    """Runs the ``sft`` stage for every role (see the module documentation); the lifecycle (run directory,
+    evaluation, results, several processes) is :class:`~joy_trainers.base.BaseTrainer`'s."""
 
     name = "sft"
     config_class = SFTConfig
@@ -387,37 +426,62 @@ class SFTTrainer(BaseTrainer):
     config: SFTConfig
     roles: tuple[str, ...] = joy_env.AGENTS
     """The team's roles: the env's agents (``possible_agents``), set when the run starts."""
+    logs: dict[str, list[dict[str, Any]]]
+    """TRL's log of each stage (``logs.json``), filled as the stages run."""
 
-    def run_training(self) -> dict[str, Any]:
-        """Run the stages (see the module documentation)."""
+    def check(self) -> None:
+        """The env's options and splits, the roles of ``role_adapter_epochs`` and the model, before any work."""
+        cfg = self.config
+        splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
+        # the env_kwargs names: checked by the config
+        envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits, names_checked=True)
+        roles = tuple(envs["train"].possible_agents)
+        unknown = sorted(set(cfg.role_adapter_epochs) - set(roles) - set(joy_env.AGENTS))
+        if unknown:
+            raise UsageError(
+                f"role_adapter_epochs has unknown role(s) {unknown}; the roles of {self._env_name()}: "
+                f"{', '.join(roles)}"
+            )
+        check_model(cfg.model)
+
+    def claimed(self) -> None:
+        """With ``resume``, refuse changed options (the safe ones are said); then save them (``config.json``)."""
+        cfg = self.config
+        if cfg.resume:
+            changed = check_resume_config(self.run.path, cfg, (self.run.path / PROGRESS_FILE).is_file())
+            if changed:
+                print(f"[sft] --resume with changed options: {'; '.join(changed)}")
+        write_config(self.run.path, cfg)
+
+    def _env_name(self) -> str:
+        cfg = self.config
+        return f"{cfg.env_id} {cfg.env_kwargs}" if cfg.env_kwargs else cfg.env_id
+
+    def write_outputs(self, trained: Trained, results: dict[str, Any]) -> None:
+        """``logs.json`` (TRL's log per stage) and ``training.png``."""
+        write_logs(self.run.path, results, self.logs)
+
+    def run_training(self) -> Trained:
+        """Run the stages (see the module documentation) on every process."""
         from transformers import AutoModelForCausalLM, AutoTokenizer  # here: the model classes cost import time
 
         cfg = self.config
-        start = time.perf_counter()
-        splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
-        # the inputs, before any long work (the env_kwargs names: by the config)
-        envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.seed, splits, names_checked=True)
-        env_name = f"{cfg.env_id} {cfg.env_kwargs}" if cfg.env_kwargs else cfg.env_id
-        self.roles = tuple(envs["train"].possible_agents)  # the team's roles: the env's agents
-        frozen = cfg.frozen_roles(envs["train"])
-        unknown = sorted(set(cfg.role_adapter_epochs) - set(self.roles) - set(joy_env.AGENTS))
-        if unknown:
-            raise UsageError(
-                f"role_adapter_epochs has unknown role(s) {unknown}; the roles of {env_name}: {', '.join(self.roles)}"
-            )
-        check_model(cfg.model)
-        self.claim_run_dir()  # by one process (accelerate launch)
+        train_env = joy_env.make(cfg.env_id, split="train", seed=cfg.seed, **cfg.env_kwargs)
+        env_name = self._env_name()
+        self.roles = tuple(train_env.possible_agents)  # the team's roles: the env's agents
+        frozen = cfg.frozen_roles(train_env)
         torch.manual_seed(cfg.seed)
         base = resolve_model(cfg.model, cfg.seed)
         tokenizer = self.tokenizer = AutoTokenizer.from_pretrained(base)
-        train_tasks = envs["train"].num_tasks
+        train_tasks = train_env.num_tasks
+        train_env.close()
         sft_part = len(split_train_tasks(train_tasks, cfg.rl_fraction, cfg.seed)[0])
         if sft_part < cfg.sft_tasks:
-            print(
+            say(
                 f"[sft] the SFT part of {env_name}'s train split (rl_fraction={cfg.rl_fraction}) has {sft_part} "
                 f"tasks; using all of them (sft_tasks={cfg.sft_tasks})"
             )
-        print(f"[sft] base model {base}; building expert data from {env_name} ({min(sft_part, cfg.sft_tasks)} tasks)")
+        say(f"[sft] base model {base}; building expert data from {env_name} ({min(sft_part, cfg.sft_tasks)} tasks)")
         examples = build_sft_examples(
             cfg.env_id,
             cfg.sft_tasks,
@@ -436,9 +500,7 @@ class SFTTrainer(BaseTrainer):
         not_trained = "".join(
             f"; {r}: {n} examples dropped (frozen; --set train_customer=true trains it)" for r, n in dropped.items()
         )
-        print(f"[sft] examples per role: {counts}{not_trained}")
-        logs: dict[str, list[dict[str, Any]]] = {}
-        steps = 0  # optimiser steps of every stage
+        say(f"[sft] examples per role: {counts}{not_trained}")
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
         row_cache: dict[tuple[str, str], list[dict[str, list[int]]]] = {}
@@ -457,73 +519,92 @@ class SFTTrainer(BaseTrainer):
             shared = (
                 cfg.shared_prefix
                 and not cfg.activation_checkpointing
-                and int(os.environ.get("WORLD_SIZE", "1")) == 1
+                and world()[1] == 1
                 and prefix_sharing_supported(model)
             )
             if shared:
                 return True, lambda batch: collate_shared_prefix(batch, pad_id)
             return False, plain_collate
 
+        progress = read_progress(self.run.path) if cfg.resume else SFTProgress()
+        if progress.done:
+            say(f"[sft] --resume: finished before: {', '.join(progress.done)}")
+        if is_main():
+            keep_metrics(self.run.path, progress.done, self.run.path / "work")
         team_config = self._team_config(base)
-        baseline = None
-        if cfg.eval_tasks and cfg.eval_baseline:
-            print("[sft] evaluating the starting team")
+        if cfg.eval_tasks and cfg.eval_baseline and "baseline" not in progress.done:
+            say("[sft] evaluating the starting team")
             # the first tasks of the same list: never more than the trained team is evaluated on
             tasks = min(cfg.baseline_tasks or cfg.eval_tasks, cfg.eval_tasks)
-            baseline = self.evaluate(TeamPolicy(team_config), seed=cfg.seed, tasks=tasks)
+            progress.baseline = self.evaluate(TeamPolicy(team_config), seed=cfg.seed, tasks=tasks)
+            self._finish_stage(progress, "baseline")
 
-        if cfg.base_epochs > 0:
+        if cfg.base_epochs > 0 and "base" not in progress.done:
             what = {
                 "all": "every token of whole conversations",
                 "conversation": "expert turns, a row per conversation",
             }.get(cfg.base_loss, "expert turns")
-            print(f"[sft] stage 1: full fine-tuning of the shared base for {cfg.base_epochs} epochs ({what})")
+            say(f"[sft] stage 1: full fine-tuning of the shared base for {cfg.base_epochs} epochs ({what})")
             model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, cfg.dtype))
             everything = [row for role in examples for row in rows_of(role, cfg.base_loss)]
             # batches that mix roles: grouped by prefix they would hold one role each, which trained the tiny
             # base worse
             trainer = self._fit("base", model, everything, plain_collate, cfg.base_lr, cfg.base_epochs, False)
-            logs["base"] = list(trainer.state.log_history)
-            steps += trainer.state.global_step
-            base = str(self.run.path / "base")
-            model.save_pretrained(base)
-            tokenizer.save_pretrained(base)
-            team_config = self._team_config(base)
+            progress.logs["base"] = list(trainer.state.log_history)
+            progress.steps += trainer.state.global_step
+            if is_main():
+                model.save_pretrained(str(self.run.path / "base"))
+                tokenizer.save_pretrained(str(self.run.path / "base"))
+            self._finish_stage(progress, "base")
             del trainer, model
+        if cfg.base_epochs > 0:
+            base = str(self.run.path / "base")
+            team_config = self._team_config(base)
 
-        team = TeamPolicy(team_config)
+        saved = team_checkpoint(self.run.path, progress)
+        if saved is None:  # the adapters as initialised, so that a resumed stage starts from the same weights
+            team = TeamPolicy(team_config)
+            self._finish_stage(progress, "team", team)
+        else:
+            team = TeamPolicy.load(str(saved), device=team_config.device)
         for role in team.roles:
             if role in frozen:
-                print(f"[sft] {role} is frozen (train_customer=false); its adapter stays as initialised")
+                say(f"[sft] {role} is frozen (train_customer=false); its adapter stays as initialised")
                 continue
             epochs = cfg.role_adapter_epochs.get(role, cfg.adapter_epochs)
-            if epochs <= 0:
+            if epochs <= 0 or role in progress.done:
                 continue
             if not examples.get(role):
-                print(f"[sft] no examples for {role}; its adapter stays untrained")
+                say(f"[sft] no examples for {role}; its adapter stays untrained")
                 continue
-            print(f"[sft] stage 2: {role} adapter on {len(examples[role])} examples for {epochs} epochs")
+            say(f"[sft] stage 2: {role} adapter on {len(examples[role])} examples for {epochs} epochs")
             with team.use_role(role):
                 shared, collate = collator(team.model_for(role))
                 rows = rows_of(role, cfg.adapter_loss)
                 trainer = self._fit(role, team.model_for(role), rows, collate, cfg.adapter_lr, epochs, shared)
-                logs[role] = list(trainer.state.log_history)
-                steps += trainer.state.global_step
-        team.save(str(self.run.path / "team"))
-        shutil.rmtree(self.run.path / "work", ignore_errors=True)  # TRL's empty output folders
-
-        metrics = self.evaluate(team, seed=cfg.seed) if cfg.eval_tasks else None
-        results = self.results(
-            model=cfg.model,
-            steps=steps,
-            generated_tokens=0,
-            wall_s=time.perf_counter() - start,
-            metrics=metrics,
-            baseline_metrics=baseline,
-            examples_per_role=counts,
+                progress.logs[role] = list(trainer.state.log_history)
+                progress.steps += trainer.state.global_step
+            self._finish_stage(progress, role, team)
+        self.logs = progress.logs
+        if is_main():
+            shutil.rmtree(self.run.path / "work", ignore_errors=True)  # TRL's output folders
+        return Trained(
+            team=team,
+            steps=progress.steps,
+            baseline=progress.baseline,
+            fields={"model": cfg.model, "generated_tokens": 0, "examples_per_role": counts},
         )
-        write_run(self.run.path, results, logs)
-        return results
+
+    def _finish_stage(self, progress: SFTProgress, stage: str, team: Any = None) -> None:
+        """Record a finished stage (with the team as it stands after it, if given) on the main process; every
+        process waits for it."""
+        if is_main():
+            if team is not None:
+                save_team_checkpoint(team, self.run.path, progress, stage)
+            else:
+                progress.finish(stage, self.run.path)
+            shutil.rmtree(self.run.path / "work" / stage, ignore_errors=True)  # its TRL checkpoints
+        barrier()
 
     def _fit(self, stage: str, model: Any, rows: list, collate: Any, lr: float, epochs: float, grouped: bool) -> Any:
         """One TRL training stage over ``epochs`` passes of ``rows``; returns the finished TRL trainer, whose
@@ -549,7 +630,16 @@ class SFTTrainer(BaseTrainer):
         trainer.batches = batches
         trainer.remove_callback(PrinterCallback)
         trainer.add_callback(_progress_callback(stage, epochs, self.run.path / "metrics.jsonl"))
-        trainer.train()
+        resume = stage_checkpoint(self.run.path / "work" / stage) if cfg.resume else None
+        if resume is not None:
+            say(f"[sft] --resume: {stage} continues from {resume}")
+        try:
+            trainer.train(resume_from_checkpoint=resume)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(
+                f"stopped in the {stage} stage; continue with joy-train --trainer sft --resume --output-dir "
+                f"{self.run.path} (from the last stage boundary or checkpoint_steps checkpoint)"
+            ) from None
         for entry in trainer.state.log_history:
             if "epoch" in entry:
                 entry["epoch"] = round(float(entry["epoch"]) * epochs, 4)
@@ -573,6 +663,11 @@ def write_run(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict[
     """``results.json`` (atomically), ``results.md``, ``logs.json`` (TRL's log per stage) and ``training.png``
     in ``run_dir``."""
     write_results(run_dir, results)
+    write_logs(run_dir, results, logs)
+
+
+def write_logs(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:
+    """``logs.json`` (TRL's log per stage) and ``training.png`` in ``run_dir``."""
     (run_dir / "logs.json").write_text(json.dumps(logs, indent=2, default=str))
     plot_run(run_dir / "training.png", results, logs)
 

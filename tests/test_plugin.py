@@ -9,19 +9,21 @@ import sys
 
 import pytest
 
-from joy_trainers import TRAINERS, Trainer, available_trainers
+from joy_trainers import TRAINERS, available_trainers
+from joy_trainers.base import BaseTrainer
 from joy_trainers.cli import load_trainer
 from joy_trainers.errors import UsageError
+from joy_trainers.run_config import RunConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN = os.path.join(REPO, "examples", "custom_trainer")
 
 
-def test_built_in_trainers_satisfy_the_protocol():
+def test_built_in_trainers_are_base_trainers_with_a_run_config():
     for name in TRAINERS:
         cls = load_trainer(name)
-        assert cls.name == name and callable(cls.train) and isinstance(cls.presets, dict)
-        assert set(Trainer.__annotations__) <= set(dir(cls))  # name, config_class, presets
+        assert issubclass(cls, BaseTrainer) and cls.name == name and isinstance(cls.presets, dict)
+        assert issubclass(cls.config_class, RunConfig)
     assert set(TRAINERS) <= set(available_trainers())
 
 

@@ -16,8 +16,8 @@ from joy_trainers.cli import build_config, eval_main
 from joy_trainers.errors import UsageError
 from joy_trainers.generation import GenerationLimits, rollout_config, sampling_config
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
+from joy_trainers.resume_config import resume_changes
 from joy_trainers.rl import RLConfig, RLTrainer
-from joy_trainers.rl.resume_config import resume_changes
 from joy_trainers.rl.start import auto_sft_overrides, sft_cache_key, tiny_sft_values
 from joy_trainers.run_config import RunConfig
 from joy_trainers.sft import SFTConfig, SFTTrainer

@@ -216,7 +216,7 @@ def test_a_run_carries_its_base_and_evaluates_and_resumes_once_moved_and_the_cac
 
 
 def test_resume_compares_the_options_both_sides_hold_and_not_how_the_run_is_invoked(tmp_path):
-    from joy_trainers.rl.resume_config import CONFIG_FILE, check_resume_config, resume_changes
+    from joy_trainers.resume_config import CONFIG_FILE, check_resume_config, resume_changes
 
     stored = {"lr": 1e-6, "seed": 0, "resume": False, "output_dir": "/a", "overwrite": False}
     requested = {"lr": 1e-6, "seed": 0, "resume": True, "output_dir": "/a/", "overwrite": False, "new_option": 3}

@@ -12,21 +12,23 @@ module                                 names
 :mod:`~joy_trainers.rl.update`         ``policy_update``, ``update_roles``, ``update_selected``,
                                        ``update_config``, ``UpdateConfig``, ``make_optimizers``,
                                        ``ReferencePolicy``
-:mod:`~joy_trainers.rl.distributed`    ``world``, ``shard``, ``all_reduce_sum``, ``all_gather_objects``,
-                                       ``barrier``
+:mod:`~joy_trainers.distributed`       ``world``, ``shard``, ``all_reduce_sum``, ``all_gather_objects``,
+                                       ``barrier`` (and ``is_main``, ``say``, ``on_main``: what one
+                                       process does)
 :mod:`~joy_trainers.rl.checkpoints`    ``save_checkpoint``, ``latest_checkpoint``, ``load_checkpoint``,
                                        ``read_checkpoint``, ``checkpoint``, ``CheckpointError``;
                                        ``save_tensors`` / ``load_tensors`` (tensor files that load
                                        without unpickling code)
 :mod:`~joy_trainers.rl.metrics`        ``StepOutput``, ``metrics_row``, ``MetricsLog``, ``Timer``,
                                        ``plot_rewards``
-:mod:`~joy_trainers.rl.loop`           ``prepare``, ``resume_or_evaluate``, ``setup``, ``run_steps``,
-                                       ``evaluate``, ``finish``
+:mod:`~joy_trainers.rl.loop`           ``check_inputs``, ``start_config``, ``prepare``,
+                                       ``resume_or_evaluate``, ``setup``, ``run_steps``, ``evaluate``,
+                                       ``finish``, ``write_outputs``
 :mod:`~joy_trainers.rl.state`          ``RunState``
 :mod:`~joy_trainers.rl.start`          ``sft_team``, ``tiny_sft_values``, ``tiny_sft_dir``: the team a run
                                        starts from (``bring_team``: its copy in the run directory;
                                        ``auto_sft_overrides``: what the automatic SFT run takes from it)
-:mod:`~joy_trainers.rl.resume_config`  ``check_resume_config``, ``write_config``: the options ``--resume``
+:mod:`~joy_trainers.resume_config`     ``check_resume_config``, ``write_config``: the options ``--resume``
                                        may change (``RLConfig.RESUME_SAFE``)
 =====================================  ===================================================================
 
@@ -36,6 +38,7 @@ module                                 names
 
 from __future__ import annotations
 
+from joy_trainers.distributed import all_gather_objects, all_reduce_sum, barrier, shard, world
 from joy_trainers.rl.checkpoints import (
     CheckpointError,
     checkpoint,
@@ -47,7 +50,6 @@ from joy_trainers.rl.checkpoints import (
     save_tensors,
 )
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.distributed import all_gather_objects, all_reduce_sum, barrier, shard, world
 from joy_trainers.rl.groups import (
     Group,
     advantages_of,
@@ -57,7 +59,17 @@ from joy_trainers.rl.groups import (
     select_top_k,
     trajectory_groups,
 )
-from joy_trainers.rl.loop import evaluate, finish, prepare, resume_or_evaluate, run_steps, setup
+from joy_trainers.rl.loop import (
+    check_inputs,
+    evaluate,
+    finish,
+    prepare,
+    resume_or_evaluate,
+    run_steps,
+    setup,
+    start_config,
+    write_outputs,
+)
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, Timer, metrics_row, plot_rewards
 from joy_trainers.rl.start import sft_team, tiny_sft_dir, tiny_sft_values
 from joy_trainers.rl.state import RunState
@@ -89,6 +101,7 @@ __all__ = [
     "all_gather_objects",
     "all_reduce_sum",
     "barrier",
+    "check_inputs",
     "checkpoint",
     "evaluate",
     "evolve_memory",
@@ -112,6 +125,7 @@ __all__ = [
     "setup",
     "sft_team",
     "shard",
+    "start_config",
     "tiny_sft_dir",
     "tiny_sft_values",
     "trajectory_groups",
@@ -119,4 +133,5 @@ __all__ = [
     "update_roles",
     "update_selected",
     "world",
+    "write_outputs",
 ]

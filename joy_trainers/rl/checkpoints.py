@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from joy_agents.policy import TeamPolicy
-from joy_trainers.rl.distributed import all_gather_objects, barrier
+from joy_trainers.distributed import all_gather_objects, barrier
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState

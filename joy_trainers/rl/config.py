@@ -16,26 +16,19 @@ class RLConfig(RunConfig):
     """Options every RL trainer shares (one line per field; those of every trainer in
     :class:`~joy_trainers.run_config.RunConfig`); the paper's values for Qwen2.5-3B are noted."""
 
-    model: str = "tiny-base"
-    """Base model of the team: the embedded ``tiny-base`` (or ``tiny``, ``tiny-small``) is fine-tuned
-    automatically by the sft tiny preset, ``smollm2-135m-instruct`` by the sft smol preset; any other model
-    (a Hugging Face name, a directory or a ``.gguf`` file) needs ``sft_run``."""
     sft_run: str | None = None
     """Run directory of the ``sft`` trainer to start from (its ``team/``); ``env_id`` and ``env_kwargs`` are not
-    taken from it (the run warns when they differ from the SFT run's)."""
+    taken from it (the run warns when they differ from the SFT run's). Needed unless ``model`` is the embedded
+    ``tiny-base`` (or ``tiny``, ``tiny-small``), fine-tuned automatically by the sft tiny preset, or
+    ``smollm2-135m-instruct``, by the sft smol preset; any other model (a Hugging Face name, a directory or a
+    ``.gguf`` file) needs it."""
     sft_overrides: dict[str, Any] = field(default_factory=dict)
-    """Options of the automatic SFT run (with an embedded or SmolLM2 ``model`` and no ``sft_run``)."""
-    env_id: str = "joy/mixed-v0"
-    """Environment of training and evaluation."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Task-source options of the environment (``joy_env.make``), in training and evaluation, e.g.
-    ``{"domain": "airline"}`` with ``env_id=joy/tau2-v0``; the automatic SFT run gets them too (unless
-    ``sft_overrides`` sets its own)."""
-    seed: int = 0
-    """Seed of the RL run: the order of training tasks, sampling and initialisation. Vary it to repeat a run."""
+    """Options of the automatic SFT run (with an embedded or SmolLM2 ``model`` and no ``sft_run``); it gets the
+    run's ``env_id`` and ``env_kwargs`` unless these set their own."""
     data_seed: int = 0
     """Data seed of the env (database, tasks, the SFT/RL halves of the train split) and of the automatic SFT
-    run. Runs that differ only in ``seed`` start from the same team and are evaluated on the same tasks."""
+    run; ``seed`` is the RL run's own (the order of training tasks, sampling, initialisation). Runs that differ
+    only in ``seed`` start from the same team and are evaluated on the same tasks."""
     iterations: int = 2
     """RL iterations; each starts by refreshing the reference policy (paper: 2)."""
     steps_per_iteration: int = 10
@@ -79,8 +72,6 @@ class RLConfig(RunConfig):
     max_prompt_tokens: int = 3072
     """Longer prompts leave out their oldest turns, never the system prompt, the tools or the request
     (``prompts/truncated`` counts them)."""
-    eval_baseline: bool = True
-    """Evaluate the starting team too (``baseline_metrics``); off when a caller evaluates it once for many runs."""
     token_budget: int = 0
     """Stop once this many tokens have been generated in training rollouts, over all processes (0: run every
     step). Gives trainers with different sampling schemes the same budget (``benchmarks/run_baselines.py``)."""
@@ -129,7 +120,7 @@ class RLConfig(RunConfig):
         "resume",
         "overwrite",
     )
-    """Options ``--resume`` may change (:mod:`joy_trainers.rl.resume_config`): more steps (the steps already
+    """Options ``--resume`` may change (:mod:`joy_trainers.resume_config`): more steps (the steps already
     run keep their meaning), evaluation, checkpointing and logging; every other one changes what the steps
     already run mean, and a resume that changes it is refused."""
 

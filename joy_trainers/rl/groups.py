@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from joy_agents.memory import Outcome, evolve
+from joy_trainers.distributed import all_gather_objects, world
 from joy_trainers.generation import sampling_config
 from joy_trainers.losses import group_advantages
-from joy_trainers.rl.distributed import all_gather_objects, world
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState

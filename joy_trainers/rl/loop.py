@@ -1,17 +1,19 @@
-"""The RL training loop every trainer shares, top to bottom:
+"""The RL training loop every trainer shares, in the order :class:`~joy_trainers.rl.RLTrainer` runs it within
+:meth:`~joy_trainers.base.BaseTrainer.train`:
 
-1. :func:`prepare`: checks of the inputs and of the run directory, Accelerate, the starting team
-   (:func:`~joy_trainers.rl.sft_team`), one optimiser per role, memory banks, the rollout engine over the RL
-   part of the train split, the metrics log;
-2. :func:`resume_or_evaluate`: with ``resume``, load the newest usable checkpoint (walking back past damaged
+1. before the run directory is claimed, :func:`check_inputs` (the env, the SFT run to start from); once it is,
+   :func:`start_config` (``--resume``'s checks of changed options, ``config.json``);
+2. :func:`prepare`: Accelerate, the starting team (:func:`~joy_trainers.rl.sft_team`), one optimiser per role,
+   memory banks, the rollout engine over the RL part of the train split, the metrics log;
+3. :func:`resume_or_evaluate`: with ``resume``, load the newest usable checkpoint (walking back past damaged
    ones); otherwise evaluate the starting team (``baseline_metrics``);
-3. :func:`run_steps`: ``step_fn(state, step)`` for every remaining step, a metrics row after each, a
+4. :func:`run_steps`: ``step_fn(state, step)`` for every remaining step, a metrics row after each, a
    checkpoint every ``checkpoint_every`` steps and at the end of every RL iteration;
-4. :func:`finish`: the final evaluation, the trained team, ``results.json``, ``results.md`` and
+5. :func:`finish`: the trained team and what ``results.json`` says of the run; ``BaseTrainer`` then saves the
+   team, evaluates it and writes ``results.json``, and :func:`write_outputs` the memory banks and
    ``reward_curve.png``.
 
-:class:`~joy_trainers.rl.RLTrainer` runs these four in its ``train()``; a trainer only writes its step.
-"""
+A trainer only writes its step."""
 
 from __future__ import annotations
 
@@ -34,10 +36,13 @@ from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutEngine
 from joy_agents.sft_data import split_train_tasks
 from joy_agents.vllm_engine import VLLMConfig, vllm_engine
+from joy_trainers.base import Trained
 from joy_trainers.checks import check_env_options, check_sft_run, check_team_roles, sft_env_mismatch, team_roles
+from joy_trainers.distributed import all_gather_objects, barrier, on_main, say, start_processes, world
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.generation import rollout_config
+from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.rl.checkpoints import (
     CheckpointData,
     CheckpointError,
@@ -48,52 +53,54 @@ from joy_trainers.rl.checkpoints import (
     restore_rng,
 )
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.distributed import all_gather_objects, barrier, world
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
-from joy_trainers.rl.resume_config import check_resume_config, write_config
 from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, sft_team
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
-from joy_trainers.rundir import RunDir, run_results, write_results
+from joy_trainers.rundir import RunDir
+
+
+def carried_team(run: RunDir, cfg: RLConfig) -> bool:
+    """Whether the run continues (``resume``) from a checkpoint and so holds its starting team already; a resumed
+    run that ran no step yet starts as a new run would."""
+    return cfg.resume and (run.path / START_TEAM / "team.json").is_file() and bool(checkpoint_steps(run.checkpoints))
+
+
+def check_inputs(run: RunDir, cfg: RLConfig) -> None:
+    """The checks before the run directory is claimed: the env's options and splits, and (unless the run
+    continues with its own starting team) the SFT run to start from, whose team must have the env's roles."""
+    splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
+    envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
+    if not carried_team(run, cfg):
+        check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
+        if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles
+            roles = team_roles(Path(cfg.sft_run) / "team")
+            check_team_roles(roles, envs["train"], cfg.env_id, cfg.env_kwargs, f"sft_run {cfg.sft_run!r}")
+        mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
+        if mismatch:
+            print(f"[rl] warning: {mismatch}")
+
+
+def start_config(run: RunDir, cfg: RLConfig) -> None:
+    """Once the directory is claimed: with ``resume``, say which options changed (refusing those that cannot),
+    then save the options (``config.json``)."""
+    if cfg.resume:
+        changed = check_resume_config(run.path, cfg, bool(checkpoint_steps(run.checkpoints)))
+        if changed:
+            print(f"[rl] --resume with changed options: {'; '.join(changed)}")
+    write_config(run.path, cfg)
 
 
 def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState:
-    """Check the inputs and claim the run directory (before any long work), then Accelerate, the starting
-    team (it must have a role for every agent of the env), the roles never trained (``RunState.frozen``),
-    optimisers, memory banks, the engine and the metrics log (step 0)."""
+    """In a claimed run directory (:meth:`~joy_trainers.base.BaseTrainer.claim_run_dir`, after
+    :func:`check_inputs`): Accelerate, the starting team (it must have a role for every agent of the env), the
+    roles never trained (``RunState.frozen``), optimisers, memory banks, the engine and the metrics log."""
     from accelerate import Accelerator  # imported here: it costs over a second, and only training needs it
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available(), log_with=cfg.log_with, project_dir=str(run.path))
     rank, _ = world()
-    run.path = Path(all_gather_objects(str(run.path))[0])
-    problem = None
     start_team = run.path / START_TEAM
-    # a resumed run with a checkpoint holds its starting team; one that ran no step yet starts as a new run would
-    carried = cfg.resume and (start_team / "team.json").is_file() and bool(checkpoint_steps(run.checkpoints))
-    if rank == 0:  # the same answer on every process, or a usage error on every process (no rank waits alone)
-        try:
-            splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
-            envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
-            if not carried:
-                check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
-                if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles
-                    roles = team_roles(Path(cfg.sft_run) / "team")
-                    check_team_roles(roles, envs["train"], cfg.env_id, cfg.env_kwargs, f"sft_run {cfg.sft_run!r}")
-                mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
-                if mismatch:
-                    print(f"[rl] warning: {mismatch}")
-            run.claim_and_report("rl", resume=cfg.resume, overwrite=cfg.overwrite)
-            if cfg.resume:
-                changed = check_resume_config(run.path, cfg, bool(checkpoint_steps(run.checkpoints)))
-                if changed:
-                    print(f"[rl] --resume with changed options: {'; '.join(changed)}")
-            write_config(run.path, cfg)
-        except UsageError as exc:
-            run.release()
-            problem = str(exc)
-    problem = all_gather_objects(problem)[0]
-    if problem:
-        raise UsageError(problem)
+    carried = carried_team(run, cfg)
     random.seed(cfg.seed + rank)
     torch.manual_seed(cfg.seed + rank)
     if not carried:
@@ -240,15 +247,13 @@ def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path]
     saying which one and why newer ones were skipped; otherwise (or with no checkpoint yet) evaluate the
     starting team (``baseline_metrics``). ``metrics.jsonl`` keeps exactly the steps ``1..state.step``."""
     cfg = state.config
-    rank, size = world()
+    rank, _ = world()
     resumed = _resume(run, state, load_extra) if cfg.resume else None
     if state.log is not None:
         state.log.truncate(state.step)
-    if resumed is None and cfg.eval_tasks and cfg.eval_baseline and rank == 0:
-        print(f"[rl] evaluating the starting team on {cfg.eval_tasks} {cfg.eval_split} tasks")
+    if resumed is None and cfg.eval_tasks and cfg.eval_baseline:  # every process plays its share
+        say(f"[rl] evaluating the starting team on {cfg.eval_tasks} {cfg.eval_split} tasks")
         state.baseline = evaluate(state, with_memory=False)
-    if size > 1:
-        state.baseline = all_gather_objects(state.baseline)[0]
     if rank == 0:
         if cfg.token_budget:
             total, initial, unit = cfg.token_budget, min(state.tokens_total, cfg.token_budget), "tok"
@@ -258,7 +263,19 @@ def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path]
 
 
 def setup(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState:
-    """:func:`prepare`, then :func:`resume_or_evaluate`: a state ready for :func:`run_steps`."""
+    """A state ready for :func:`run_steps` outside a trainer's ``train()`` (scripts, tests): the processes of
+    ``accelerate launch`` joined, then on the main process :func:`check_inputs`, the claim of the run directory
+    (the caller releases it, ``run.release()``) and :func:`start_config`; then :func:`prepare` and
+    :func:`resume_or_evaluate`."""
+
+    def claim() -> str:
+        check_inputs(run, cfg)
+        run.claim_and_report("rl", resume=cfg.resume, overwrite=cfg.overwrite)
+        start_config(run, cfg)
+        return str(run.path)
+
+    start_processes()
+    run.path = Path(on_main(claim))
     state = prepare(run, cfg, memory)
     resume_or_evaluate(run, state)
     return state
@@ -347,34 +364,22 @@ def _run_steps(
             )
 
 
-def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:
-    """Final evaluation, the trained team, ``results.json``, ``results.md`` and ``reward_curve.png``."""
-    cfg = state.config
+def finish(state: RunState) -> Trained:
+    """The end of the training: the trained team and what ``results.json`` says of the run (its final
+    evaluation, ``results.json`` and the team are :class:`~joy_trainers.base.BaseTrainer`'s)."""
     if state.bar is not None:
         state.bar.close()
-    results: dict[str, Any] = {}
-    if state.is_main:
-        metrics = evaluate(state) if cfg.eval_tasks else None
-        state.team.save(str(run.path / "team"))
-        for role, bank in state.banks.items():
-            (run.path / "memory").mkdir(exist_ok=True)
-            (run.path / "memory" / f"{role}.json").write_text(json.dumps(bank.to_dict()))
-        results = run_results(
-            trainer,
-            cfg,
-            data_seed=cfg.data_seed,
-            model=cfg.model,
-            steps=state.step,
-            generated_tokens=state.tokens_total,
-            wall_s=state.wall,
-            metrics=metrics,
-            baseline_metrics=state.baseline,
-        )
-        write_results(run.path, results)
-        plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
-        if cfg.log_with:
-            state.accelerator.end_training()
-    if world()[1] > 1:
-        barrier()
-        results = all_gather_objects(results)[0]
-    return results
+    cfg = state.config
+    fields = {"data_seed": cfg.data_seed, "generated_tokens": state.tokens_total, "wall_s": state.wall}
+    return Trained(team=state.team, steps=state.step, baseline=state.baseline, memory=state.banks, fields=fields)
+
+
+def write_outputs(run: RunDir, state: RunState, results: dict[str, Any]) -> None:
+    """The RL run's own files beside ``results.json`` (main process): the memory banks (``memory/``) and
+    ``reward_curve.png``; ends the experiment trackers."""
+    for role, bank in state.banks.items():
+        (run.path / "memory").mkdir(exist_ok=True)
+        (run.path / "memory" / f"{role}.json").write_text(json.dumps(bank.to_dict()))
+    plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
+    if state.config.log_with:
+        state.accelerator.end_training()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from joy_trainers.rl.distributed import all_gather_objects
+from joy_trainers.distributed import all_gather_objects
 from joy_trainers.rl.groups import Group
 
 if TYPE_CHECKING:

@@ -33,10 +33,10 @@ from joy_agents.tiny import (
     tiny_base_dir,
 )
 from joy_trainers.checks import check_sft_run, read_results
+from joy_trainers.distributed import barrier, world
 from joy_trainers.errors import UsageError
 from joy_trainers.presets import AUTO_SFT_PRESETS, SFT_PRESETS
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.distributed import barrier, world
 from joy_trainers.sft import SFTConfig, SFTTrainer
 
 EVALUATION_OPTIONS = (
@@ -53,6 +53,8 @@ EVALUATION_OPTIONS = (
     "baseline_tasks",
     "output_dir",
     "overwrite",
+    "resume",
+    "checkpoint_steps",
     "extra",
 )
 """``sft`` options that do not change the trained team (left out of the cache key)."""

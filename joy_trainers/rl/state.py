@@ -11,9 +11,9 @@ from typing import Any
 import torch
 
 from joy_agents.policy import SamplingConfig
+from joy_trainers.distributed import world
 from joy_trainers.generation import sampling_config
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.distributed import world
 from joy_trainers.rl.metrics import MetricsLog
 from joy_trainers.rl.update import ReferencePolicy
 

@@ -14,11 +14,12 @@ presets and its ``step`` and little else.
             return rl.StepOutput(trajectories=trajectories, groups=groups, selected=groups,
                                  update_stats=stats, timer=timer)
 
-``train()`` reads top to bottom: :func:`~joy_trainers.rl.prepare` (team, optimisers, engine, log),
-:meth:`init_state` (the trainer's own objects, e.g. a critic), :func:`~joy_trainers.rl.resume_or_evaluate`
-(a checkpoint with ``resume``, then :meth:`load_extra`; else the baseline evaluation),
-:func:`~joy_trainers.rl.run_steps` (one :meth:`run_step` per step; checkpoints call :meth:`save_extra`)
-and :func:`~joy_trainers.rl.finish` (final evaluation and ``results.json``).
+``train()`` is :class:`~joy_trainers.base.BaseTrainer`'s (claim, train, evaluate, results, on one or several
+processes); the RL part of it, :meth:`RLTrainer.run_training`, reads top to bottom: :func:`~joy_trainers.rl.prepare`
+(team, optimisers, engine, log), :meth:`init_state` (the trainer's own objects, e.g. a critic),
+:func:`~joy_trainers.rl.resume_or_evaluate` (a checkpoint with ``resume``, then :meth:`load_extra`; else the
+baseline evaluation), :func:`~joy_trainers.rl.run_steps` (one :meth:`run_step` per step; checkpoints call
+:meth:`save_extra`) and :func:`~joy_trainers.rl.finish`.
 
 The optional hooks, each a plain public method with a documented default:
 
@@ -36,34 +37,58 @@ from pathlib import Path
 from typing import Any
 
 from joy_agents.memory import MemoryConfig
-from joy_trainers.base import BaseTrainer
+from joy_trainers.base import BaseTrainer, Trained
+from joy_trainers.distributed import shard
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.distributed import shard
-from joy_trainers.rl.loop import finish, prepare, resume_or_evaluate, run_steps
+from joy_trainers.rl.loop import (
+    check_inputs,
+    finish,
+    prepare,
+    resume_or_evaluate,
+    run_steps,
+    start_config,
+    write_outputs,
+)
 from joy_trainers.rl.metrics import StepOutput, Timer, metrics_row
 from joy_trainers.rl.state import RunState
 
 
 class RLTrainer(BaseTrainer):
     """The shared skeleton of an RL trainer (see the module documentation); subclasses write :meth:`step`.
-    The run directory and ``train()`` (which releases the directory's lock) are
-    :class:`~joy_trainers.base.BaseTrainer`'s."""
+    The run directory and ``train()`` are :class:`~joy_trainers.base.BaseTrainer`'s."""
 
     config_class: type = RLConfig
     """Its Config dataclass (extends :class:`~joy_trainers.rl.RLConfig`)."""
     refresh_reference: bool = True
     """Copy the current weights into the KL reference policy at the start of every RL iteration."""
     config: RLConfig
+    state: RunState
+    """The run's state, once :meth:`run_training` has prepared it."""
 
-    def run_training(self) -> dict[str, Any]:
-        """Run every step, evaluate and write the run directory; returns ``results.json``'s contents (an empty
-        dict on processes other than the main one)."""
-        state = prepare(self.run, self.config, self.memory_config())  # claims the run directory
+    def check(self) -> None:
+        """The env's options and the SFT run to start from (:func:`~joy_trainers.rl.check_inputs`)."""
+        check_inputs(self.run, self.config)
+
+    def claimed(self) -> None:
+        """``--resume``'s checks of changed options and ``config.json`` (:func:`~joy_trainers.rl.start_config`)."""
+        start_config(self.run, self.config)
+
+    def data_seed(self) -> int:
+        """The env's data seed (``data_seed``)."""
+        return int(self.config.data_seed)
+
+    def run_training(self) -> Trained:
+        """Every step, from the starting team or the newest checkpoint; returns the trained team."""
+        state = self.state = prepare(self.run, self.config, self.memory_config())
         self.init_state(state)
         resume_or_evaluate(self.run, state, load_extra=self.load_extra)
         state.save_extra = self.save_extra
         run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference)
-        return finish(self.run, state, self.name)
+        return finish(state)
+
+    def write_outputs(self, trained: Trained, results: dict[str, Any]) -> None:
+        """The memory banks and ``reward_curve.png`` (:func:`~joy_trainers.rl.write_outputs`)."""
+        write_outputs(self.run, self.state, results)
 
     def run_step(self, state: RunState, step: int) -> dict[str, Any]:
         """One step: this process's share of the step's tasks, :meth:`step`, and its metrics row."""

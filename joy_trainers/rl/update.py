@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from joy_agents.prefill import prompt_batches
+from joy_trainers.distributed import all_gather_objects, all_reduce_sum
 from joy_trainers.losses import policy_loss
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.distributed import all_gather_objects, all_reduce_sum
 from joy_trainers.rl.groups import Group, advantages_of
 
 if TYPE_CHECKING:
