@@ -30,9 +30,17 @@ def test_registry_resolves_the_rl_trainers_and_their_tiny_presets():
         assert cfg.seed == 3 and cfg.model == "tiny-base"
 
 
-def test_resume_needs_a_checkpointing_trainer_and_a_run_directory(capsys):
+def test_resume_needs_a_checkpointing_trainer_and_a_run_directory(capsys, monkeypatch):
+    from joy_trainers import cli
+    from joy_trainers.base import BaseTrainer
+
+    class NoCheckpoints(BaseTrainer):  # a plugin whose Config has no resume option
+        name = "plain"
+
+    monkeypatch.setattr(cli, "load_trainer", lambda name: NoCheckpoints if name == "plain" else load_trainer(name))
     for argv, message in (
-        (["--trainer", "sft", "--resume", "--output-dir", "x"], "does not checkpoint"),
+        (["--trainer", "plain", "--resume", "--output-dir", "x"], "does not checkpoint"),
+        (["--trainer", "sft", "--preset", "tiny", "--resume"], "--output-dir"),
         (["--trainer", "grpo", "--preset", "tiny", "--resume"], "--output-dir"),
     ):
         with pytest.raises(SystemExit) as exit_:
