@@ -291,8 +291,10 @@ def run_steps(
 @contextlib.contextmanager
 def _stop_on_ctrl_c() -> Iterator[list[bool]]:
     """While the loop runs, a first Ctrl-C (SIGINT) asks it to stop after the step under way, with a
-    checkpoint; a second one stops at once (the newest checkpoint stays). Yields the flag (``[True]`` once
-    asked)."""
+    checkpoint; a second one stops at once (the newest checkpoint stays). Either ends in one
+    ``KeyboardInterrupt`` whose message is the only line said (``joy-train`` prints it and exits with 130).
+    Yields the flag (``[True]`` once asked). The handler that was there before (the default, or SIG_IGN under
+    ``nohup``) is put back when the loop ends."""
     asked = [False]
     if threading.current_thread() is not threading.main_thread():
         yield asked
@@ -301,8 +303,7 @@ def _stop_on_ctrl_c() -> Iterator[list[bool]]:
     def handler(signum: int, frame: Any) -> None:
         if asked[0]:
             raise KeyboardInterrupt("stopped at once; the newest checkpoint stays")
-        asked[0] = True
-        print("\n[rl] Ctrl-C: stopping after this step with a checkpoint (Ctrl-C again: stop now)", flush=True)
+        asked[0] = True  # said once, when the loop stops after this step
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
