@@ -46,6 +46,8 @@ from joy_trainers.rl.checkpoints import (
     checkpoint_steps,
     read_checkpoint,
     restore_rng,
+    rng_state,
+    set_rng_state,
 )
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import all_gather_objects, barrier, world
@@ -94,13 +96,15 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     problem = all_gather_objects(problem)[0]
     if problem:
         raise UsageError(problem)
-    random.seed(cfg.seed + rank)
-    torch.manual_seed(cfg.seed + rank)
     if not carried:
         team_dir = sft_team(cfg.sft_run, cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
         if rank == 0:
             bring_team(team_dir, run.path)
         barrier()
+    # the run's random state, from its own seed once its starting team is there: the same whether the automatic
+    # SFT team was just trained in this process or read from the cache
+    random.seed(cfg.seed + rank)
+    torch.manual_seed(cfg.seed + rank)
     team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
     env = joy_env.make(cfg.env_id, split="train", seed=cfg.data_seed, **cfg.env_kwargs)  # its world is built
     check_team_roles(team.roles, env, cfg.env_id, cfg.env_kwargs, f"the starting team {start_team}")
@@ -246,7 +250,9 @@ def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path]
         state.log.truncate(state.step)
     if resumed is None and cfg.eval_tasks and cfg.eval_baseline and rank == 0:
         print(f"[rl] evaluating the starting team on {cfg.eval_tasks} {cfg.eval_split} tasks")
+        saved = rng_state()  # the steps draw the same with or without a baseline evaluation
         state.baseline = evaluate(state, with_memory=False)
+        set_rng_state(saved)
     if size > 1:
         state.baseline = all_gather_objects(state.baseline)[0]
     if rank == 0:
