@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.run_config import RunConfig
 from joy_trainers.rundir import RunDir, run_results
@@ -58,6 +59,9 @@ class BaseTrainer:
         self._started = time.perf_counter()
         try:
             return self.run_training()
+        except UsageError:  # refused: the directory as it was found (a run that did work keeps it all)
+            self.run.undo_claim()
+            raise
         finally:
             self.run.release()
 

@@ -63,6 +63,7 @@ class RunDir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.path = Path(output_dir or os.path.join("runs", f"{trainer}-{stamp}"))
         self._lock: Any = None
+        self._found: set[str] | None = None  # what the directory held when claimed (None: it did not exist)
 
     @property
     def checkpoints(self) -> Path:
@@ -102,6 +103,7 @@ class RunDir:
         if path.exists() and not path.is_dir():
             raise UsageError(f"--output-dir {path} is a file, not a directory; pass a directory path")
         removed: list[str] = []
+        found = {p.name for p in path.iterdir()} if path.is_dir() else None
         try:
             path.mkdir(parents=True, exist_ok=True)
             self.lock()
@@ -134,9 +136,29 @@ class RunDir:
                     f"--output-dir {path} cannot be written ({exc.strerror or exc}); pass a directory you can write to"
                 ) from None
         except BaseException:
-            self.release()
+            self._found = found
+            self.undo_claim()
             raise
+        self._found = found
         return removed
+
+    def undo_claim(self) -> None:
+        """Give the directory back as the claim found it, for a run refused before it did any work: the lock file
+        and ``config.json`` it wrote are removed, and the directory itself if the claim created it and it is now
+        empty. A directory where the run wrote anything else keeps everything. Then :meth:`release`."""
+        try:
+            if self._lock is not None and self.path.is_dir():
+                found = self._found or set()
+                new = {p.name for p in self.path.iterdir()} - found
+                if new <= {LOCK_FILE, "config.json"}:
+                    for name in new:
+                        with suppress(OSError):
+                            (self.path / name).unlink()
+                    if self._found is None:
+                        with suppress(OSError):
+                            self.path.rmdir()  # only when empty
+        finally:
+            self.release()
 
     def lock(self) -> None:
         """Take the directory's lock for this process, or refuse in one line when another run holds it. The

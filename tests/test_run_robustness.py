@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from joy_trainers.errors import UsageError
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
 
 
@@ -45,3 +48,31 @@ def test_an_rl_run_is_the_same_whether_its_sft_team_was_trained_in_process_or_ca
     cold, warm = _rewards(tmp_path / "cold"), _rewards(tmp_path / "warm")
     assert [r["step"] for r in cold] == [1, 2]
     assert cold == warm
+
+
+# ------------------------------------------------------------------------------------ refusals leave no debris
+def test_a_refused_run_leaves_its_directory_as_it_found_it_and_the_next_run_goes_ahead(sft_run, tmp_path, monkeypatch):
+    from quick_runs import QuickTrainer, logged_steps, quick_values
+
+    from joy_trainers.cli import train_main
+
+    out = tmp_path / "run"
+    bad = ["--trainer", "grpo", "--output-dir", str(out), "--set", "eval_tasks=0"]
+    with pytest.raises(SystemExit) as refused:  # found wrong only once the automatic SFT options are read
+        train_main([*bad, "--set", 'sft_overrides={"batch_size": 0}'])
+    assert refused.value.code == 2 and not out.exists()
+    out.mkdir()
+    with pytest.raises(UsageError, match="batch_size=0 is out of range"):
+        GRPOTrainer(GRPOConfig.from_dict({"output_dir": str(out), "sft_overrides": {"batch_size": 0}})).train()
+    assert out.is_dir() and not list(out.iterdir())  # no .lock, no config.json
+
+    def refuse(*args):  # a refusal after the claim (e.g. a starting team that cannot be used)
+        raise UsageError("sft_run: refused")
+
+    monkeypatch.setattr("joy_trainers.rl.loop.sft_team", refuse)
+    with pytest.raises(UsageError, match="refused"):
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out))).train()
+    assert not list(out.iterdir())
+    monkeypatch.undo()
+    QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out))).train()
+    assert logged_steps(out) == [1, 2, 3, 4, 5, 6]

@@ -53,7 +53,7 @@ from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import all_gather_objects, barrier, world
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
 from joy_trainers.rl.resume_config import check_resume_config, write_config
-from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, sft_team
+from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, sft_team, tiny_sft_dir
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
 from joy_trainers.rundir import RunDir, run_results, write_results
@@ -81,6 +81,8 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
                 if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles
                     roles = team_roles(Path(cfg.sft_run) / "team")
                     check_team_roles(roles, envs["train"], cfg.env_id, cfg.env_kwargs, f"sft_run {cfg.sft_run!r}")
+                if not cfg.sft_run:  # the automatic SFT run's options (sft_overrides), before the claim
+                    tiny_sft_dir(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
                 mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
                 if mismatch:
                     print(f"[rl] warning: {mismatch}")
@@ -91,7 +93,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
                     print(f"[rl] --resume with changed options: {'; '.join(changed)}")
             write_config(run.path, cfg)
         except UsageError as exc:
-            run.release()
+            run.undo_claim()
             problem = str(exc)
     problem = all_gather_objects(problem)[0]
     if problem:
