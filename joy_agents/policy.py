@@ -107,6 +107,7 @@ from joy_agents.config import PROMPT_STYLES, Sample, SamplingConfig, TeamConfig,
 from joy_agents.decoding import _LogprobRecorder, _StopCriterion, stop_rules
 from joy_agents.models import resolve_model_path
 from joy_agents.prefill import PromptLayout, plain_layout, prefill_shared, prompt_layout
+from joy_agents.weight_files import check_weights_dir
 
 __all__ = [
     "PROMPT_STYLES",
@@ -603,6 +604,8 @@ class TeamPolicy:
             r: _loaded_model_path(p, path, file) for r, p in saved.get("separate_models", {}).items()
         }
         config = TeamConfig(**{**saved, **overrides})
+        for d in [*(os.path.join(path, r) for r in config.roles), config.model, *config.separate_models.values()]:
+            check_weights_dir(d)  # a damaged or foreign weights file: one line, before anything is loaded
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Detected pickle protocol")  # torch, on a foreign file

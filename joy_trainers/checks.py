@@ -5,6 +5,7 @@ option, the value seen and the fix."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,27 @@ def check_team_dir(team: Path, option: str) -> None:
         if (run / "checkpoints").is_dir():
             hint = f" (the run did not finish; continue it with joy-train --resume --output-dir {run})"
         raise UsageError(f"{option} {str(run)!r} {what}{hint}; pass a run directory written by joy-train")
+
+
+def check_team_weights(team: Path, option: str) -> None:
+    """The weights files of the team saved in ``team`` (its adapters, and its base and separate models where
+    they are local directories) must be sound (:mod:`joy_agents.weight_files`: a safetensors header that fits its
+    file, a torch file of tensors only), checked before any is loaded: one line naming the file otherwise."""
+    from joy_agents.weight_files import check_weights_dir
+
+    try:
+        config = json.loads((team / "team.json").read_text())["config"]
+        models = [str(config["model"]), *(str(m) for m in (config.get("separate_models") or {}).values())]
+        roles = [str(r) for r in config["roles"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UsageError(f"{option}: {team / 'team.json'} is damaged; it was not written by joy-train") from None
+    dirs = [team / r for r in roles]
+    dirs += [Path(os.path.normpath(team / m)) if m.startswith(("./", "../")) else Path(m) for m in models]
+    try:
+        for d in dirs:
+            check_weights_dir(str(d))
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def team_roles(team: Path) -> tuple[str, ...]:

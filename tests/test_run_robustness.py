@@ -5,6 +5,7 @@ and nothing a run wrote is lost or left half-written."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -75,4 +76,104 @@ def test_a_refused_run_leaves_its_directory_as_it_found_it_and_the_next_run_goes
     assert not list(out.iterdir())
     monkeypatch.undo()
     QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out))).train()
+    assert logged_steps(out) == [1, 2, 3, 4, 5, 6]
+
+
+# ------------------------------------------------------------------------------------ corrupt and foreign files
+class _Payload:
+    """A pickle that writes a file when unpickled: proof, if the file appears, that something in it ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "ran"))
+
+
+def _run_with_base(tiny_dir, tmp_path, monkeypatch, out: Path, **kw) -> None:
+    """A quick RL run into ``out`` from a cached SFT team on its own base, so the run carries ``base/``."""
+    from quick_runs import QuickTrainer, quick_values
+
+    from joy_agents.policy import TeamConfig, TeamPolicy
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("JOY_CACHE_DIR", str(cache))
+    sft = cache / "sft-0123456789ab"
+    if not sft.exists():
+        shutil.copytree(tiny_dir, sft / "base")
+        TeamPolicy(TeamConfig(model=str(sft / "base"), lora_r=2, lora_alpha=4)).save(str(sft / "team"))
+    QuickTrainer(GRPOConfig.from_dict(quick_values(str(sft), out, **kw))).train()
+
+
+def _one_line(capsys, main, argv) -> str:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1 and "Traceback" not in captured.out, captured.err
+    return err[0]
+
+
+def test_corrupt_or_foreign_weights_are_one_line_in_joy_eval_team_load_and_resume(
+    tiny_dir, tmp_path, monkeypatch, capsys
+):
+    import torch
+    from quick_runs import Crash, QuickTrainer, quick_values
+
+    from joy_agents.policy import TeamPolicy
+    from joy_trainers import cli
+
+    out, crashed = tmp_path / "run", tmp_path / "crashed"
+    _run_with_base(tiny_dir, tmp_path, monkeypatch, out)
+    with pytest.raises(Crash):
+        QuickTrainer(
+            GRPOConfig.from_dict(quick_values(str(tmp_path / "cache/sft-0123456789ab"), crashed)), crash_at=3
+        ).train()
+    monkeypatch.setattr(cli, "evaluate_team", lambda *a, **k: pytest.fail("evaluated a run with a damaged file"))
+    adapter = out / "team" / "master" / "adapter_model.safetensors"
+    good = adapter.read_bytes()
+    adapter.write_bytes(b"\xff" * 64)  # garbage: a header length far past the file's end
+    line = _one_line(capsys, cli.eval_main, [str(out), "--tasks", "1"])
+    assert "adapter_model.safetensors" in line and "header" in line
+    with pytest.raises(ValueError, match="adapter_model.safetensors .*header") as refused:
+        TeamPolicy.load(str(out / "team"))
+    assert "\n" not in str(refused.value)
+    adapter.write_bytes(good[: len(good) // 2])  # truncated
+    assert "truncated" in _one_line(capsys, cli.eval_main, [str(out), "--tasks", "1"])
+    adapter.write_bytes(good)
+
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in quick_values("", crashed).items() if k not in ("output_dir",)]
+    sets = [s for s in sets if not s.startswith("--set=sft_run")]
+    resume = ["--trainer", "grpo", "--output-dir", str(crashed), "--resume", *sets]
+    for run in (out, crashed):
+        weights = run / "base" / "model.safetensors"
+        assert weights.is_file()
+        weights.write_bytes(b"not a safetensors file at all")
+    assert "base/model.safetensors" in _one_line(capsys, cli.eval_main, [str(out), "--tasks", "1"])
+    assert "base/model.safetensors" in _one_line(capsys, cli.train_main, resume)
+    (crashed / "base" / "model.safetensors").unlink()
+    marker = tmp_path / "ran"
+    torch.save({"w": _Payload(marker)}, crashed / "base" / "pytorch_model.bin")  # a pickle, as the base's weights
+    line = _one_line(capsys, cli.train_main, resume)
+    assert "base/pytorch_model.bin refused: it holds objects other than tensors" in line and not marker.exists()
+    assert sorted(p.name for p in (crashed / "checkpoints").iterdir()) == ["latest", "step-2"]  # nothing touched
+
+
+def test_a_rejected_checkpoint_is_kept_aside_said_once_and_the_run_resumes_from_the_last_good_one(
+    sft_run, tmp_path, capsys
+):
+    import torch
+    from quick_runs import Crash, QuickTrainer, logged_steps, quick_values
+
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out)), crash_at=5).train()
+    marker = tmp_path / "ran"
+    torch.save({"master": _Payload(marker)}, out / "checkpoints" / "step-4" / "optimizers.pt")
+    capsys.readouterr()
+    QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
+    said = [line for line in capsys.readouterr().out.splitlines() if "step-4" in line]
+    assert len(said) == 1 and "resumed from" in said[0] and "kept aside as step-4.rejected" in said[0], said
+    assert not marker.exists() and (out / "checkpoints" / "step-4.rejected" / "optimizers.pt").is_file()
     assert logged_steps(out) == [1, 2, 3, 4, 5, 6]

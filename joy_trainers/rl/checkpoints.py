@@ -32,6 +32,7 @@ import torch
 
 from joy_agents.policy import TeamPolicy
 from joy_trainers.rl.distributed import all_gather_objects, barrier
+from joy_trainers.rundir import writing
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState
@@ -142,31 +143,33 @@ def save_checkpoint(
     team's base model, when it lies in the run directory, is named relative to the checkpoint's team.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{step}"
     tmp = directory / f".tmp-step-{step}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    team.save(str(tmp / "team"))
-    _relative_base(tmp / "team", directory.parent)
-    save_tensors({r: o.state_dict() for r, o in optimizers.items()}, tmp / "optimizers.pt")
-    (tmp / "rng.json").write_text(json.dumps({**rng_state(), **({"ranks": rng_ranks} if rng_ranks else {})}))
-    if write_extra is not None:
-        write_extra(tmp)
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, default=str))  # last: marks it complete
-    for f in tmp.rglob("*"):
-        if f.is_file():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
     pointer = directory / ".latest.tmp"
-    pointer.write_text(final.name)
-    with open(pointer, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(pointer, directory / "latest")
+    # a failure (a full disk) removes the half-written checkpoint; the previous one stays for --resume
+    with writing(final, f"the checkpoint of step {step}", cleanup=[tmp, pointer]):
+        directory.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        team.save(str(tmp / "team"))
+        _relative_base(tmp / "team", directory.parent)
+        save_tensors({r: o.state_dict() for r, o in optimizers.items()}, tmp / "optimizers.pt")
+        (tmp / "rng.json").write_text(json.dumps({**rng_state(), **({"ranks": rng_ranks} if rng_ranks else {})}))
+        if write_extra is not None:
+            write_extra(tmp)
+        (tmp / "state.json").write_text(json.dumps({"step": step, **state}, default=str))  # last: marks it complete
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        pointer.write_text(final.name)
+        with open(pointer, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(pointer, directory / "latest")
     for old in checkpoint_steps(directory)[keep:]:
         shutil.rmtree(directory / f"step-{old}", ignore_errors=True)
     return final

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 import random
 import shutil
 import signal
@@ -34,7 +34,14 @@ from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutEngine
 from joy_agents.sft_data import split_train_tasks
 from joy_agents.vllm_engine import VLLMConfig, vllm_engine
-from joy_trainers.checks import check_env_options, check_sft_run, check_team_roles, sft_env_mismatch, team_roles
+from joy_trainers.checks import (
+    check_env_options,
+    check_sft_run,
+    check_team_roles,
+    check_team_weights,
+    sft_env_mismatch,
+    team_roles,
+)
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.generation import rollout_config
@@ -56,7 +63,14 @@ from joy_trainers.rl.resume_config import check_resume_config, write_config
 from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, sft_team, tiny_sft_dir
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
-from joy_trainers.rundir import RunDir, run_results, write_results
+from joy_trainers.rundir import (
+    RunDir,
+    run_results,
+    write_json_atomic,
+    write_results,
+    write_text_atomic,
+    writing,
+)
 
 
 def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState:
@@ -76,11 +90,14 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
         try:
             splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
             envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
+            if carried:  # its starting team and base, before anything is loaded
+                check_team_weights(start_team, f"--resume: {run.path}")
             if not carried:
                 check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
                 if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles
                     roles = team_roles(Path(cfg.sft_run) / "team")
                     check_team_roles(roles, envs["train"], cfg.env_id, cfg.env_kwargs, f"sft_run {cfg.sft_run!r}")
+                    check_team_weights(Path(cfg.sft_run) / "team", f"sft_run {cfg.sft_run!r}")
                 if not cfg.sft_run:  # the automatic SFT run's options (sft_overrides), before the claim
                     tiny_sft_dir(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
                 mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
@@ -107,7 +124,10 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     # SFT team was just trained in this process or read from the cache
     random.seed(cfg.seed + rank)
     torch.manual_seed(cfg.seed + rank)
-    team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
+    try:
+        team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
+    except (FileNotFoundError, ValueError) as exc:  # a base model gone, a damaged or foreign weights file
+        raise UsageError(f"the starting team {start_team}: {' '.join(str(exc).split())}") from None
     env = joy_env.make(cfg.env_id, split="train", seed=cfg.data_seed, **cfg.env_kwargs)  # its world is built
     check_team_roles(team.roles, env, cfg.env_id, cfg.env_kwargs, f"the starting team {start_team}")
     frozen = cfg.frozen_roles(env)
@@ -154,15 +174,15 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
 
 def _usable_checkpoint(
     directory: Path, load_extra: Callable[[Path], None] | None
-) -> tuple[CheckpointData | None, list[str]]:
+) -> tuple[CheckpointData | None, list[tuple[Path | None, str]]]:
     """The newest checkpoint whose every file reads back (and the trainer's, through ``load_extra``), and
-    why each newer one was skipped."""
-    skipped = []
+    each newer one that was skipped (its path, or None for a dangling ``latest``) with why."""
+    skipped: list[tuple[Path | None, str]] = []
     pointer = directory / "latest"
     if pointer.is_file():
         name = pointer.read_text().strip()
         if not (directory / name).is_dir():
-            skipped.append(f"latest points at {name}, which does not exist")
+            skipped.append((None, f"latest points at {name}, which does not exist"))
     for step in checkpoint_steps(directory):
         path = directory / f"step-{step}"
         try:
@@ -170,8 +190,20 @@ def _usable_checkpoint(
             _load_extra(load_extra, path)
             return data, skipped
         except CheckpointError as exc:
-            skipped.append(f"skipping {path.name}: {exc}")
+            skipped.append((path, str(exc)))
     return None, skipped
+
+
+def set_aside(path: Path) -> Path:
+    """Rename the rejected checkpoint ``path`` to ``<name>.rejected`` (``.rejected-2``, ... when taken): kept as
+    evidence, never deleted, and no longer read by ``--resume``."""
+    dest = path.with_name(f"{path.name}.rejected")
+    n = 2
+    while dest.exists():
+        dest = path.with_name(f"{path.name}.rejected-{n}")
+        n += 1
+    os.replace(path, dest)
+    return dest
 
 
 def _load_extra(load_extra: Callable[[Path], None] | None, path: Path) -> None:
@@ -192,15 +224,17 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
     data = None
     if rank == 0:
         data, skipped = _usable_checkpoint(run.checkpoints, load_extra)
-        choice = (data.path.name if data else None, skipped, bool(checkpoint_steps(run.checkpoints)))
-    name, skipped, any_checkpoint = all_gather_objects(choice)[0]
-    for reason in skipped:
-        if rank == 0:
-            print(f"[rl] --resume: {reason}")
+        any_checkpoint = bool(checkpoint_steps(run.checkpoints))
+        said = [reason for _, reason in skipped]
+        if data is not None and skipped:  # each newer one set aside (never deleted), all said in one line
+            said = [f"{r}; kept aside as {set_aside(bad).name}" if bad is not None else r for bad, r in skipped]
+            write_text_atomic(run.checkpoints / "latest", data.path.name)
+        choice = (data.path.name if data else None, said, any_checkpoint)
+    name, skipped_said, any_checkpoint = all_gather_objects(choice)[0]
     if name is None:
         if any_checkpoint:
             raise UsageError(
-                f"--resume: no usable checkpoint in {run.checkpoints} ({'; '.join(skipped)}); start the run "
+                f"--resume: no usable checkpoint in {run.checkpoints} ({'; '.join(skipped_said)}); start the run "
                 "again with --overwrite, or pass another --output-dir"
             )
         if rank == 0:
@@ -234,10 +268,8 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
             for role, ws in data.reference.items()
         }
     if rank == 0:
-        newer = [s for s in checkpoint_steps(run.checkpoints) if s > state.step]
-        for s in newer:  # the abandoned future of an unusable checkpoint: the run redoes those steps
-            shutil.rmtree(run.checkpoints / f"step-{s}", ignore_errors=True)
-        print(f"[rl] resumed from {path} (step {state.step})")
+        skipped_text = "".join(f"; {reason}" for reason in skipped_said)
+        print(f"[rl] resumed from {path} (step {state.step}){skipped_text}")
     return path
 
 
@@ -356,6 +388,18 @@ def _run_steps(
             )
 
 
+def save_team(team: Any, path: Path) -> None:
+    """``team.save`` into a temporary directory beside ``path``, renamed over it when complete (a failure, e.g.
+    a full disk, leaves no half-written team: one line naming the path)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with writing(path, "the trained team", cleanup=[tmp]):
+        shutil.rmtree(tmp, ignore_errors=True)
+        team.save(str(tmp))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+
+
 def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:
     """Final evaluation, the trained team, ``results.json``, ``results.md`` and ``reward_curve.png``."""
     cfg = state.config
@@ -364,10 +408,11 @@ def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:
     results: dict[str, Any] = {}
     if state.is_main:
         metrics = evaluate(state) if cfg.eval_tasks else None
-        state.team.save(str(run.path / "team"))
+        save_team(state.team, run.path / "team")
         for role, bank in state.banks.items():
-            (run.path / "memory").mkdir(exist_ok=True)
-            (run.path / "memory" / f"{role}.json").write_text(json.dumps(bank.to_dict()))
+            with writing(run.path / "memory", "the memory banks"):
+                (run.path / "memory").mkdir(exist_ok=True)
+            write_json_atomic(run.path / "memory" / f"{role}.json", bank.to_dict(), f"the memory bank of {role}")
         results = run_results(
             trainer,
             cfg,
@@ -380,7 +425,8 @@ def finish(run: RunDir, state: RunState, trainer: str) -> dict[str, Any]:
             baseline_metrics=state.baseline,
         )
         write_results(run.path, results)
-        plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
+        with writing(run.path / "reward_curve.png", "the reward curve", cleanup=[run.path / "reward_curve.png"]):
+            plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
         if cfg.log_with:
             state.accelerator.end_training()
     if world()[1] > 1:

@@ -37,6 +37,7 @@ from joy_trainers.errors import UsageError
 from joy_trainers.presets import AUTO_SFT_PRESETS, SFT_PRESETS
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import barrier, world
+from joy_trainers.rundir import writing
 from joy_trainers.sft import SFTConfig, SFTTrainer
 
 EVALUATION_OPTIONS = (
@@ -152,23 +153,28 @@ def bring_team(team_dir: Path, run_dir: Path) -> Path:
     and resumes after the cache is cleared or the run is moved. Returns the copy's path."""
     dest = run_dir / START_TEAM
     tmp = run_dir / f".{START_TEAM}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(team_dir, tmp)
-    data = json.loads((tmp / "team.json").read_text())
-    model = str(data["config"]["model"])
-    if model.startswith(("./", "../")):
-        model = os.path.normpath(team_dir.resolve() / model)
-    local = Path(model)
-    owned = (default_cache_dir().resolve(), team_dir.resolve().parent)
-    if local.is_absolute() and local.is_dir() and any(local.resolve().is_relative_to(o) for o in owned):
-        base = run_dir / "base"
-        if base.resolve() != local.resolve():
-            shutil.rmtree(base, ignore_errors=True)
-            shutil.copytree(local, base, copy_function=_link_or_copy)
-        data["config"]["model"] = "../base"
-        (tmp / "team.json").write_text(json.dumps(data, indent=2, sort_keys=True))
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(tmp, dest)
+    base_tmp = run_dir / f".base.tmp-{os.getpid()}"
+    # a failure (a full disk) leaves neither half: the temporary copies go, one line says what and where
+    with writing(dest, "the starting team and its base model", cleanup=[tmp, base_tmp]):
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(team_dir, tmp)
+        data = json.loads((tmp / "team.json").read_text())
+        model = str(data["config"]["model"])
+        if model.startswith(("./", "../")):
+            model = os.path.normpath(team_dir.resolve() / model)
+        local = Path(model)
+        owned = (default_cache_dir().resolve(), team_dir.resolve().parent)
+        if local.is_absolute() and local.is_dir() and any(local.resolve().is_relative_to(o) for o in owned):
+            base = run_dir / "base"
+            if base.resolve() != local.resolve():
+                shutil.rmtree(base_tmp, ignore_errors=True)
+                shutil.copytree(local, base_tmp, copy_function=_link_or_copy)
+                shutil.rmtree(base, ignore_errors=True)
+                os.replace(base_tmp, base)
+            data["config"]["model"] = "../base"
+            (tmp / "team.json").write_text(json.dumps(data, indent=2, sort_keys=True))
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
     return dest
 
 
