@@ -21,6 +21,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterable, Iterator
@@ -253,7 +254,7 @@ def _first_copy_error(exc: OSError) -> str:
     tree), else the exception's text."""
     errors = exc.args[0] if exc.args else None
     if isinstance(exc, shutil.Error) and isinstance(errors, list) and errors and len(errors[0]) == 3:
-        return " ".join(str(errors[0][2]).split())
+        return re.sub(r"^\[Errno \d+\] ", "", " ".join(str(errors[0][2]).split()))
     return " ".join(str(exc).split()) or type(exc).__name__
 
 

@@ -4,13 +4,14 @@ and nothing a run wrote is lost or left half-written."""
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import UsageError, WriteError
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
 
 
@@ -177,3 +178,65 @@ def test_a_rejected_checkpoint_is_kept_aside_said_once_and_the_run_resumes_from_
     assert len(said) == 1 and "resumed from" in said[0] and "kept aside as step-4.rejected" in said[0], said
     assert not marker.exists() and (out / "checkpoints" / "step-4.rejected" / "optimizers.pt").is_file()
     assert logged_steps(out) == [1, 2, 3, 4, 5, 6]
+
+
+# ------------------------------------------------------------------------------------ full disks
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_at_the_start_is_one_line_leaves_nothing_and_the_run_goes_ahead_once_freed(
+    tiny_dir, tmp_path, monkeypatch, capsys
+):
+    from quick_runs import logged_steps
+
+    from joy_trainers.rl import start
+
+    out = tmp_path / "run"
+    copy = shutil.copy2
+    calls = []
+
+    def fills_up(src, dst, *a, **k):  # the disk fills while the base model is copied
+        calls.append(dst)
+        if len(calls) > 3:
+            _no_space()
+        return copy(src, dst, *a, **k)
+
+    monkeypatch.setattr(start.os, "link", _no_space)  # no hard links: the base is copied
+    monkeypatch.setattr(start.shutil, "copy2", fills_up)
+    expected = r"cannot write the starting team and its base model at .*start_team \(No space left on device\)"
+    with pytest.raises(WriteError, match=expected) as refused:
+        _run_with_base(tiny_dir, tmp_path, monkeypatch, out)
+    assert len(calls) > 3 and "\n" not in str(refused.value)
+    assert not out.exists()  # no .start_team.tmp-*, no partial base/, no config.json, no .lock
+    monkeypatch.setattr(start.shutil, "copy2", copy)
+    _run_with_base(tiny_dir, tmp_path, monkeypatch, out)
+    assert logged_steps(out) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_full_disk_at_a_checkpoint_or_the_results_is_one_line_and_resume_continues(sft_run, tmp_path, monkeypatch):
+    from quick_runs import QuickTrainer, logged_steps, quick_values
+
+    from joy_trainers.rl import checkpoints, loop
+
+    out = tmp_path / "run"
+    save = checkpoints.save_tensors
+
+    def fills_up(obj, path):
+        if path.parent.name.startswith(".tmp-step-4"):
+            _no_space()
+        return save(obj, path)
+
+    monkeypatch.setattr(checkpoints, "save_tensors", fills_up)
+    with pytest.raises(WriteError, match=r"cannot write the checkpoint of step 4 at .*step-4 \(No space left"):
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out))).train()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step-2"]  # nothing half-written
+    monkeypatch.setattr(checkpoints, "save_tensors", save)
+    monkeypatch.setattr(loop, "plot_rewards", _no_space)  # the disk fills again at the very end
+    with pytest.raises(WriteError, match=r"cannot write the reward curve at .*reward_curve.png"):
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
+    assert not list(out.glob(".*.tmp-*")) and not (out / "reward_curve.png").exists()
+    monkeypatch.undo()
+    results = QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
+    assert results["steps"] == 6 and logged_steps(out) == [1, 2, 3, 4, 5, 6]
+    assert (out / "reward_curve.png").is_file()
