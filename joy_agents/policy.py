@@ -579,6 +579,9 @@ class TeamPolicy:
         from peft import get_peft_model_state_dict
         from safetensors.torch import save_file
 
+        base = getattr(peft_model.get_base_model().config, "_name_or_path", "")
+        if base:  # where the base was loaded from (the run's own base/, the model), not where it once was trained
+            peft_model.peft_config[role].base_model_name_or_path = base
         state = get_peft_model_state_dict(peft_model, adapter_name=role)
         state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
         save_file(state, os.path.join(directory, "adapter_model.safetensors"), metadata={"format": "pt"})

@@ -240,3 +240,30 @@ def test_a_full_disk_at_a_checkpoint_or_the_results_is_one_line_and_resume_conti
     results = QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
     assert results["steps"] == 6 and logged_steps(out) == [1, 2, 3, 4, 5, 6]
     assert (out / "reward_curve.png").is_file()
+
+
+# ------------------------------------------------------------------------------------ quiet saves
+def test_checkpoints_save_without_warnings_and_name_a_stable_base(tiny_dir, tmp_path, monkeypatch, capsys):
+    import os
+    import warnings
+
+    from quick_runs import QuickTrainer, quick_values
+
+    from joy_agents.policy import TeamConfig, TeamPolicy
+
+    monkeypatch.setenv("JOY_CACHE_DIR", str(tmp_path / "cache"))
+    building = tmp_path / "cache" / ".sft-0123456789ab.tmp-1"  # where the cached SFT team is built, then renamed
+    shutil.copytree(tiny_dir, building / "base")
+    TeamPolicy(TeamConfig(model=str(building / "base"), lora_r=2, lora_alpha=4)).save(str(building / "team"))
+    sft = tmp_path / "cache" / "sft-0123456789ab"
+    os.replace(building, sft)
+    out = tmp_path / "run"
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        QuickTrainer(GRPOConfig.from_dict(quick_values(str(sft), out, iterations=1, steps_per_iteration=2))).train()
+    said = [str(w.message) for w in caught] + capsys.readouterr().err.splitlines()
+    assert not [s for s in said if "config file" in s or ".tmp-" in s], said
+    for config in [*out.glob("checkpoints/step-*/team/*/adapter_config.json"), *out.glob("team/*/adapter_config.json")]:
+        base = json.loads(config.read_text())["base_model_name_or_path"]
+        assert ".tmp-" not in base and Path(base).resolve() == (out / "base").resolve(), (config, base)
