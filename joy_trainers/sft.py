@@ -46,12 +46,12 @@ from joy_agents.sft_data import (
 )
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
 from joy_trainers.base import BaseTrainer
-from joy_trainers.checks import check_env_options, check_model
+from joy_trainers.checks import check_domain_weights, check_env_options, check_model, check_sft_sizes
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import sft_limits
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.presets import SFT_PRESETS
-from joy_trainers.ranges import Range, count, positive, positive_int, share
+from joy_trainers.ranges import COUNT_MAX, Range, epochs, learning_rate, positive_int, share, tokens
 from joy_trainers.run_config import RunConfig
 from joy_trainers.rundir import write_results
 from joy_trainers.sft_batches import (
@@ -165,19 +165,19 @@ class SFTConfig(RunConfig):
         "rl_fraction": Range(0, 1, high_open=True),
         "recovery_rate": share(),
         "entity_swap": share(),
-        "base_epochs": Range(0),
-        "base_lr": positive(),
-        "adapter_epochs": Range(0),
-        "adapter_lr": positive(),
-        "lora_r": positive_int(),
+        "base_epochs": epochs(),
+        "base_lr": learning_rate(),
+        "adapter_epochs": epochs(),
+        "adapter_lr": learning_rate(),
+        "lora_r": positive_int(2**16),
         "lora_alpha": positive_int(),
         "batch_size": positive_int(),
-        "batch_tokens": count(),
+        "batch_tokens": tokens(0),
         "grad_accum": positive_int(),
-        "max_length": Range(2, integer=True),
+        "max_length": tokens(2),
         "warmup_ratio": share(),
-        "eval_max_cycles": positive_int(),
-        "baseline_tasks": Range(1, integer=True, none_ok=True),
+        "eval_max_cycles": positive_int(10**4),
+        "baseline_tasks": Range(1, COUNT_MAX, integer=True, none_ok=True),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`)."""
     RENAMED: ClassVar[dict[str, str]] = {"eval_max_new_tokens": "max_new_tokens"}
@@ -406,6 +406,8 @@ class SFTTrainer(BaseTrainer):
                 f"role_adapter_epochs has unknown role(s) {unknown}; the roles of {env_name}: {', '.join(self.roles)}"
             )
         check_model(cfg.model)
+        check_sft_sizes(cfg)  # lora_r, max_length and a batch against the model and the memory there is
+        check_domain_weights(cfg.domain_weights, envs["train"], cfg.sft_tasks, cfg.rl_fraction, cfg.seed)
         self.claim_run_dir()  # by one process (accelerate launch)
         torch.manual_seed(cfg.seed)
         base = resolve_model(cfg.model, cfg.seed)

@@ -36,10 +36,12 @@ from joy_agents.sft_data import split_train_tasks
 from joy_agents.vllm_engine import VLLMConfig, vllm_engine
 from joy_trainers.checks import (
     check_env_options,
+    check_rl_sizes,
     check_sft_run,
     check_team_roles,
     check_team_weights,
     sft_env_mismatch,
+    team_model,
     team_roles,
 )
 from joy_trainers.errors import UsageError
@@ -60,7 +62,7 @@ from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.distributed import all_gather_objects, barrier, world
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
 from joy_trainers.rl.resume_config import check_resume_config, write_config
-from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, sft_team, tiny_sft_dir
+from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, check_auto_sft, sft_team
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
 from joy_trainers.rundir import (
@@ -92,6 +94,12 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
             envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
             if carried:  # its starting team and base, before anything is loaded
                 check_team_weights(start_team, f"--resume: {run.path}")
+            start_model = (
+                team_model(start_team if carried else Path(cfg.sft_run) / "team")
+                if carried or cfg.sft_run
+                else cfg.model
+            )
+            check_rl_sizes(cfg, start_model)  # every turn within the model's context, a micro-batch within memory
             if not carried:
                 check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
                 if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles
@@ -99,7 +107,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
                     check_team_roles(roles, envs["train"], cfg.env_id, cfg.env_kwargs, f"sft_run {cfg.sft_run!r}")
                     check_team_weights(Path(cfg.sft_run) / "team", f"sft_run {cfg.sft_run!r}")
                 if not cfg.sft_run:  # the automatic SFT run's options (sft_overrides), before the claim
-                    tiny_sft_dir(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
+                    check_auto_sft(cfg, envs["train"])
                 mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
                 if mismatch:
                     print(f"[rl] warning: {mismatch}")

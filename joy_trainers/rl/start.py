@@ -32,7 +32,7 @@ from joy_agents.tiny import (
     env_fingerprint,
     tiny_base_dir,
 )
-from joy_trainers.checks import check_sft_run, read_results
+from joy_trainers.checks import check_domain_weights, check_sft_run, check_sft_sizes, read_results
 from joy_trainers.errors import UsageError
 from joy_trainers.presets import AUTO_SFT_PRESETS, SFT_PRESETS
 from joy_trainers.rl.config import RLConfig
@@ -91,6 +91,21 @@ def auto_sft_overrides(cfg: RLConfig) -> dict[str, Any]:
         "vllm_options": dict(cfg.vllm_options),
     }
     return {**inherited, **cfg.sft_overrides}
+
+
+def check_auto_sft(cfg: RLConfig, env: Any) -> None:
+    """The automatic SFT run of the RL run ``cfg`` (without ``sft_run``), checked before any work: its options
+    (``sft_overrides`` over the preset), its sizes against the model and its ``domain_weights`` against the
+    domains of ``env`` (the RL run's train split, when the SFT run trains on the same env)."""
+    values = tiny_sft_values(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
+    tiny_sft_dir(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))  # its options, as its cache key reads them
+    config = SFTConfig.from_dict({**values, "output_dir": None})
+    try:
+        check_sft_sizes(config)
+        if (config.env_id, config.env_kwargs) == (cfg.env_id, cfg.env_kwargs):
+            check_domain_weights(config.domain_weights, env, config.sft_tasks, config.rl_fraction, config.seed)
+    except UsageError as exc:
+        raise UsageError(f"sft_overrides: {exc}") from None
 
 
 def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
