@@ -182,6 +182,10 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         main()
     except UsageError as exc:
         _fail(prog, str(exc))
+    except OSError as exc:  # a write or read the run's own checks could not name (a full disk in a library's writer)
+        where = f" at {exc.filename}" if exc.filename else ""
+        print(f"{prog}: error: {exc.strerror or exc}{where}; fix it (free space) and run again", file=sys.stderr)
+        raise SystemExit(1) from None
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, the shell's status for SIGINT
         print(f"{prog}: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         raise SystemExit(130) from None

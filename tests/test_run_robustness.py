@@ -267,3 +267,61 @@ def test_checkpoints_save_without_warnings_and_name_a_stable_base(tiny_dir, tmp_
     for config in [*out.glob("checkpoints/step-*/team/*/adapter_config.json"), *out.glob("team/*/adapter_config.json")]:
         base = json.loads(config.read_text())["base_model_name_or_path"]
         assert ".tmp-" not in base and Path(base).resolve() == (out / "base").resolve(), (config, base)
+
+
+# ------------------------------------------------------------------------------------ out of memory
+def test_an_update_out_of_memory_halves_its_micro_batch_says_so_once_and_gives_the_same_step(sft_run, capsys):
+    from types import SimpleNamespace
+
+    import torch
+
+    from joy_agents.policy import SamplingConfig, TeamPolicy
+    from joy_trainers import rl
+
+    def team_and_samples():
+        team = TeamPolicy.load(f"{sft_run}/team")
+        torch.manual_seed(0)
+        prompt = team.encode_prompt("math", [{"role": "user", "content": "What is 2 + 2?"}], None)
+        (group,) = team.generate("math", [prompt], SamplingConfig(temperature=1.0, max_new_tokens=8), num_samples=8)
+        return team, group
+
+    advantages = [1.0, -1.0, 0.5, -0.5, 0.25, -0.25, 2.0, -2.0]
+    team, samples = team_and_samples()
+    rl.policy_update(
+        team, "math", rl.make_optimizers(team, 1e-2)["math"], samples, advantages, rl.UpdateConfig(micro_batch_size=2)
+    )
+    fits = [p.detach().clone() for p in team.trainable_parameters("math")]
+
+    team, samples = team_and_samples()
+    logprobs = team.logprobs
+
+    def small_device(role, prompts, completions, temperature=1.0):  # more than 2 rows at once do not fit
+        if len(prompts) > 2 and torch.is_grad_enabled():
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 51.00 TiB")
+        return logprobs(role, prompts, completions, temperature)
+
+    team.logprobs = small_device
+    state = SimpleNamespace(team=team, optimizers=rl.make_optimizers(team, 1e-2))
+    capsys.readouterr()
+    rl.update_roles(state, {"math": list(zip(samples, advantages, strict=True))}, rl.UpdateConfig(micro_batch_size=8))
+    said = [line for line in capsys.readouterr().out.splitlines() if "out of memory" in line]
+    assert len(said) == 1 and "math with micro_batch_size=8; continued with 2" in said[0], said  # 8 -> 4 -> 2
+    assert state.micro_batch_size == 2  # later steps start from what fits: nothing more is said
+    for a, b in zip(fits, team.trainable_parameters("math"), strict=True):
+        torch.testing.assert_close(a, b)
+    rl.update_roles(state, {"math": list(zip(samples, advantages, strict=True))}, rl.UpdateConfig(micro_batch_size=8))
+    assert "out of memory" not in capsys.readouterr().out
+
+
+def test_an_os_error_the_run_does_not_name_itself_is_still_one_line(monkeypatch, capsys):
+    from joy_trainers import cli
+
+    def full(name):
+        raise OSError(errno.ENOSPC, "No space left on device", "/runs/sft/work/checkpoint-5/optimizer.pt")
+
+    monkeypatch.setattr(cli, "load_trainer", full)
+    with pytest.raises(SystemExit) as exit_:
+        cli.train_main(["--trainer", "sft"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 1 and len(err) == 1, err
+    assert "No space left on device at /runs/sft/work/checkpoint-5/optimizer.pt" in err[0]
