@@ -107,6 +107,7 @@ from joy_agents.config import PROMPT_STYLES, Sample, SamplingConfig, TeamConfig,
 from joy_agents.decoding import _LogprobRecorder, _StopCriterion, stop_rules
 from joy_agents.models import resolve_model_path
 from joy_agents.prefill import PromptLayout, plain_layout, prefill_shared, prompt_layout
+from joy_agents.weight_files import check_weights_dir
 
 __all__ = [
     "PROMPT_STYLES",
@@ -578,6 +579,9 @@ class TeamPolicy:
         from peft import get_peft_model_state_dict
         from safetensors.torch import save_file
 
+        base = getattr(peft_model.get_base_model().config, "_name_or_path", "")
+        if base:  # where the base was loaded from (the run's own base/, the model), not where it once was trained
+            peft_model.peft_config[role].base_model_name_or_path = base
         state = get_peft_model_state_dict(peft_model, adapter_name=role)
         state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
         save_file(state, os.path.join(directory, "adapter_model.safetensors"), metadata={"format": "pt"})
@@ -603,6 +607,8 @@ class TeamPolicy:
             r: _loaded_model_path(p, path, file) for r, p in saved.get("separate_models", {}).items()
         }
         config = TeamConfig(**{**saved, **overrides})
+        for d in [*(os.path.join(path, r) for r in config.roles), config.model, *config.separate_models.values()]:
+            check_weights_dir(d)  # a damaged or foreign weights file: one line, before anything is loaded
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Detected pickle protocol")  # torch, on a foreign file

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from joy_trainers.distributed import barrier, is_main, on_main, start_processes, world
+from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.run_config import RunConfig
-from joy_trainers.rundir import RunDir, run_results, write_results
+from joy_trainers.rundir import RunDir, run_results, save_team, write_results
 
 
 @dataclass
@@ -83,7 +84,7 @@ class BaseTrainer:
             self.claim_run_dir()
             trained = self.run_training()
             if is_main():
-                trained.team.save(str(self.run.path / "team"))
+                save_team(trained.team, self.run.path / "team")
             metrics = None
             if self.config.eval_tasks:
                 metrics = self.evaluate(trained.team, seed=self.data_seed(), memory=trained.memory)
@@ -95,6 +96,9 @@ class BaseTrainer:
                 self.write_outputs(trained, results)
             barrier()
             return results if is_main() else {}
+        except UsageError:  # refused: the directory as it was found (a run that did work keeps it all)
+            self.run.undo_claim()
+            raise
         finally:
             self.run.release()
 
@@ -129,7 +133,7 @@ class BaseTrainer:
             try:
                 self.claimed()
             except BaseException:
-                self.run.release()
+                self.run.undo_claim()
                 raise
             return str(self.run.path)
 

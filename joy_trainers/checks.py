@@ -5,6 +5,7 @@ option, the value seen and the fix."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from joy_agents.models import SMOLLM2_ALIASES
 from joy_agents.tiny import TINY_MODELS
 from joy_env.registry import COMMON_KWARGS, get_spec
 from joy_trainers.errors import UsageError
+from joy_trainers.ranges import COUNT_MAX
 
 
 def check_env_id(env_id: str, option: str = "env_id") -> None:
@@ -95,6 +97,27 @@ def check_team_dir(team: Path, option: str) -> None:
         if (run / "checkpoints").is_dir():
             hint = f" (the run did not finish; continue it with joy-train --resume --output-dir {run})"
         raise UsageError(f"{option} {str(run)!r} {what}{hint}; pass a run directory written by joy-train")
+
+
+def check_team_weights(team: Path, option: str) -> None:
+    """The weights files of the team saved in ``team`` (its adapters, and its base and separate models where
+    they are local directories) must be sound (:mod:`joy_agents.weight_files`: a safetensors header that fits its
+    file, a torch file of tensors only), checked before any is loaded: one line naming the file otherwise."""
+    from joy_agents.weight_files import check_weights_dir
+
+    try:
+        config = json.loads((team / "team.json").read_text())["config"]
+        models = [str(config["model"]), *(str(m) for m in (config.get("separate_models") or {}).values())]
+        roles = [str(r) for r in config["roles"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UsageError(f"{option}: {team / 'team.json'} is damaged; it was not written by joy-train") from None
+    dirs = [team / r for r in roles]
+    dirs += [Path(os.path.normpath(team / m)) if m.startswith(("./", "../")) else Path(m) for m in models]
+    try:
+        for d in dirs:
+            check_weights_dir(str(d))
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def team_roles(team: Path) -> tuple[str, ...]:
@@ -193,3 +216,174 @@ def read_results(run: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UsageError(f"{path} does not hold a results object; it was not written by joy-train")
     return data
+
+
+# ------------------------------------------------------------------------------------ sizes against the model
+SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "max_position_embeddings", "vocab_size")
+"""What :func:`model_shape` reads of a model's ``config.json``."""
+
+
+def model_shape(model: str) -> dict[str, int] | None:
+    """The width, depth, context and vocabulary of ``model`` (``hidden_size``, ``num_hidden_layers``,
+    ``max_position_embeddings``, ``vocab_size``) read from its
+    ``config.json`` without loading any weights: the embedded tiny models, a local model directory, or a Hugging
+    Face name already in the local cache. None when it is not known without a download or a conversion."""
+    from joy_agents import tiny
+
+    if model in ("tiny", "tiny-small"):
+        size = tiny.SIZES["tiny" if model == "tiny" else "small"]
+        config: dict[str, Any] = {
+            **size,
+            "max_position_embeddings": tiny.MAX_POSITIONS,
+            "vocab_size": size["bpe_vocab"],
+        }
+    else:
+        path = Path(model).expanduser()
+        if model == "tiny-base":
+            path = tiny.tiny_base_dir()
+        elif not path.is_dir():
+            path = _cached_hub_dir(model) or path
+        try:
+            config = json.loads((path / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if isinstance(config, dict) and isinstance(config.get("text_config"), dict):
+            config = {**config, **config["text_config"]}  # a multimodal model: its language model's shape
+    if not isinstance(config, dict) or not all(isinstance(config.get(k), int) for k in SHAPE_KEYS):
+        return None
+    return {k: int(config[k]) for k in SHAPE_KEYS}
+
+
+def _cached_hub_dir(name: str) -> Path | None:
+    """The local snapshot directory of the Hugging Face model ``name`` when its ``config.json`` is cached."""
+    if name.count("/") != 1 or name.startswith(("/", ".", "~")):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - an unusual name or cache: the shape is just not known
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def team_model(team: Path) -> str | None:
+    """The base model the team saved in ``team`` names (a path relative to it resolved), without loading it."""
+    try:
+        model = str(json.loads((team / "team.json").read_text())["config"]["model"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return os.path.normpath(team / model) if model.startswith(("./", "../")) else model
+
+
+def memory_bytes() -> int:
+    """The memory a run's model works in: the first CUDA device's, else the machine's RAM (0: not known)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(0).total_memory)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_tokens_fit(shape: dict[str, int], model: str, tokens: int, scored: int, what: str, fix: str) -> None:
+    """``tokens`` in one forward and backward, ``scored`` of them with output logits, must fit in
+    :func:`memory_bytes`: a lower bound of what they need (each layer's input kept for the backward, in 2-byte
+    numbers, and the logits in 4-byte ones) above it is one line naming ``what``, the estimate, the memory and
+    ``fix``."""
+    need = tokens * shape["hidden_size"] * shape["num_hidden_layers"] * 2 + scored * shape["vocab_size"] * 4
+    have = memory_bytes()
+    if have and need > have:
+        raise UsageError(
+            f"{what} ({tokens} tokens per forward) need at least {need / 2**30:.1f} GiB of activations on {model} "
+            f"(hidden_size {shape['hidden_size']}, {shape['num_hidden_layers']} layers, vocabulary "
+            f"{shape['vocab_size']}), more than the {have / 2**30:.1f} GiB there are; {fix}"
+        )
+
+
+def check_sft_sizes(cfg: Any, model: str | None = None) -> None:
+    """An ``sft`` config's sizes against its model (``model``: where its shape is read, default ``cfg.model``),
+    before any work: ``lora_r`` within the model's width, ``max_length`` within its context, and a batch
+    (``batch_size`` rows of ``max_length`` tokens, or ``batch_tokens``) within the memory there is."""
+    shape = model_shape(model or cfg.model)
+    if shape is None:
+        return
+    name, width, context = cfg.model, shape["hidden_size"], shape["max_position_embeddings"]
+    if cfg.lora_r > width:
+        raise UsageError(
+            f"lora_r={cfg.lora_r} is above the width of {name} (hidden_size {width}): a LoRA rank beyond it adds "
+            f"nothing; set lora_r <= {width} (e.g. --set lora_r={min(16, width)})"
+        )
+    if cfg.max_length > context:
+        raise UsageError(
+            f"max_length={cfg.max_length} is above the context of {name} (max_position_embeddings {context}); "
+            f"set max_length <= {context} (e.g. --set max_length={min(1024, context)})"
+        )
+    if cfg.batch_tokens:
+        what, fix, tokens = f"batch_tokens={cfg.batch_tokens}", "lower batch_tokens", cfg.batch_tokens
+    else:
+        what, fix = f"batch_size={cfg.batch_size} rows of max_length={cfg.max_length}", "lower batch_size"
+        tokens = cfg.batch_size * cfg.max_length
+    check_tokens_fit(shape, name, tokens, tokens, what, f"{fix} (and raise grad_accum for the same effective batch)")
+
+
+def check_rl_sizes(cfg: Any, model: str | None) -> None:
+    """An RL config's sizes against the model of its starting team (``model``; None: not known), before any
+    work: every turn (``max_prompt_tokens`` + ``max_new_tokens``, and mappo's ``critic_max_tokens``) within the
+    model's context, the samples of a step within reason, and an update micro-batch within the memory there is."""
+    samples = cfg.tasks_per_step * cfg.group_size
+    if samples > COUNT_MAX:
+        raise UsageError(
+            f"tasks_per_step={cfg.tasks_per_step} x group_size={cfg.group_size} = {samples} samples per step, above "
+            f"{COUNT_MAX}; lower tasks_per_step or group_size (e.g. --set tasks_per_step=8)"
+        )
+    shape = model_shape(model) if model else None
+    if shape is None:
+        return
+    context, turn = shape["max_position_embeddings"], cfg.max_prompt_tokens + cfg.max_new_tokens
+    if turn > context:
+        raise UsageError(
+            f"max_prompt_tokens={cfg.max_prompt_tokens} + max_new_tokens={cfg.max_new_tokens} = {turn} tokens per "
+            f"turn is above the context of {cfg.model} ({context} tokens); lower them to a sum <= {context} (e.g. "
+            f"--set max_prompt_tokens={max(1, context - cfg.max_new_tokens)})"
+        )
+    critic = getattr(cfg, "critic_max_tokens", None)
+    if critic is not None and critic > context:
+        raise UsageError(
+            f"critic_max_tokens={critic} is above the context of {cfg.model} ({context} tokens); set "
+            f"critic_max_tokens <= {context}"
+        )
+    check_tokens_fit(
+        shape,
+        cfg.model,
+        cfg.micro_batch_size * turn,
+        cfg.micro_batch_size * cfg.max_new_tokens,  # logits of the completions only
+        f"micro_batch_size={cfg.micro_batch_size} sequences of up to {turn} tokens",
+        "lower micro_batch_size (the update accumulates over micro-batches)",
+    )
+
+
+def check_domain_weights(weights: Mapping[str, float], env: Any, sft_tasks: int, rl_fraction: float, seed: int) -> None:
+    """``domain_weights`` against the domains of the SFT tasks of ``env`` (the candidates
+    :func:`joy_agents.sft_data.build_sft_examples` draws from): every name one of them, and some weight > 0 on
+    a domain there is. One line naming the value, the domains and the fix."""
+    if not weights:
+        return
+    from joy_agents.sft_data import split_train_tasks
+
+    sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
+    pool = sft_indices[: min(len(sft_indices), sft_tasks * max(2, int(max(weights.values())) + 2))]
+    domains = sorted({env.get_task(i).domain for i in pool})
+    unknown = sorted(set(weights) - set(domains))
+    if unknown:
+        raise UsageError(
+            f"domain_weights {dict(weights)} names unknown domain(s) {unknown}; the domains of the SFT tasks: "
+            f"{', '.join(domains)} (e.g. --set domain_weights='{{\"{domains[0]}\": 2.0}}')"
+        )
+    if all(float(weights.get(d, 1.0)) <= 0 for d in domains):
+        raise UsageError(
+            f"domain_weights {dict(weights)} give every domain weight 0, which leaves no task to train on; give "
+            f"at least one of {', '.join(domains)} a weight > 0 (unlisted domains weigh 1)"
+        )

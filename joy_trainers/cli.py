@@ -38,12 +38,20 @@ from joy_agents.rollout import ENGINES
 from joy_agents.vllm_engine import INSTALL_HINT, VLLMConfig, vllm_available
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
-from joy_trainers.checks import check_env_options, check_team_dir, check_team_roles, read_results, team_roles
+from joy_trainers.checks import (
+    check_env_options,
+    check_team_dir,
+    check_team_roles,
+    check_team_weights,
+    read_results,
+    team_roles,
+)
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import eval_limits, evaluate_team
 from joy_trainers.joyagents_grpo import memory_config_of
 from joy_trainers.options import options_text, rename_old_options
 from joy_trainers.rl.start import register_sft_run
+from joy_trainers.rundir import write_json_atomic
 
 
 def data_seed_of(config: dict[str, Any]) -> int:
@@ -174,6 +182,10 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         main()
     except UsageError as exc:
         _fail(prog, str(exc))
+    except OSError as exc:  # a write or read the run's own checks could not name (a full disk in a library's writer)
+        where = f" at {exc.filename}" if exc.filename else ""
+        print(f"{prog}: error: {exc.strerror or exc}{where}; fix it (free space) and run again", file=sys.stderr)
+        raise SystemExit(1) from None
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, the shell's status for SIGINT
         print(f"{prog}: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         raise SystemExit(130) from None
@@ -305,6 +317,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     if not run.is_dir():
         raise UsageError(f"run directory {run} does not exist; pass a run directory written by joy-train")
     check_team_dir(run / "team", "run directory")
+    check_team_weights(run / "team", f"run directory {run}")  # before anything is built or loaded
     saved = read_results(run)
     if not saved:
         raise UsageError(
@@ -389,7 +402,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     if args.trials > 1 or args.temperature > 0:  # a greedy single play keeps the record it always had
         record.update(trials=args.trials, temperature=args.temperature)
     record["metrics"] = metrics
-    out.write_text(json.dumps(record, indent=2))
+    write_json_atomic(out, record, "the evaluation")
     print(json.dumps(metrics, indent=2))
     if "pass_k" in metrics:
         played = metrics["episodes"] // args.trials

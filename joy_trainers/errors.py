@@ -9,3 +9,9 @@ from __future__ import annotations
 
 class UsageError(ValueError):
     """A user mistake; the message says which option or path, the value seen and how to fix it."""
+
+
+class WriteError(UsageError):
+    """Writing a run's file failed (no space left on the device, a quota, a read-only filesystem): the message
+    names the path, what was being written and the OS's reason; nothing half-written is left behind, and
+    ``--resume`` continues the run once the cause is fixed. Printed as one line like a :class:`UsageError`."""

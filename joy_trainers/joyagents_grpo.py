@@ -39,7 +39,7 @@ from joy_agents.rollout import Branch
 from joy_trainers import rl
 from joy_trainers.generation import sampling_config
 from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
-from joy_trainers.ranges import Range, positive, positive_int, share
+from joy_trainers.ranges import COUNT_MAX, Range, positive, positive_int, share
 
 
 @dataclass
@@ -73,14 +73,14 @@ class JoyAgentsGRPOConfig(rl.RLConfig):
 
     RANGES: ClassVar[dict[str, Range]] = {
         **rl.RLConfig.RANGES,
-        "initial_temperature": Range(0),
-        "continuation_temperature": Range(0),
-        "max_nodes": positive_int(),
-        "top_k": Range(1, integer=True, words=("all",)),
-        "memory_top_n": positive_int(),
+        "initial_temperature": Range(0, 100),
+        "continuation_temperature": Range(0, 100),
+        "max_nodes": positive_int(10**4),
+        "top_k": Range(1, COUNT_MAX, integer=True, words=("all",)),
+        "memory_top_n": positive_int(1000),
         "memory_min_similarity": share(),
         "memory_reuse_similarity": Range(0, 1, low_open=True, none_ok=True),
-        "memory_half_life": positive(),
+        "memory_half_life": positive(1e9),
     }
 
     def __post_init__(self) -> None:

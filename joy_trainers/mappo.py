@@ -36,7 +36,7 @@ from joy_agents.rollout import incoming_text
 from joy_trainers import rl
 from joy_trainers.losses import gae, value_loss
 from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
-from joy_trainers.ranges import Range, positive, positive_int, share
+from joy_trainers.ranges import EPOCHS_MAX, Range, learning_rate, positive_int, share, tokens
 
 
 @dataclass
@@ -61,10 +61,10 @@ class MAPPOConfig(rl.RLConfig):
         **rl.RLConfig.RANGES,
         "gamma": share(),
         "gae_lambda": share(),
-        "ppo_epochs": positive_int(),
-        "critic_lr": positive(),
-        "value_clip": Range(0, low_open=True, none_ok=True),
-        "critic_max_tokens": positive_int(),
+        "ppo_epochs": positive_int(EPOCHS_MAX),
+        "critic_lr": learning_rate(),
+        "value_clip": Range(0, 1e6, low_open=True, none_ok=True),
+        "critic_max_tokens": tokens(),
     }
 
 

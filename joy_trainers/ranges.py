@@ -5,8 +5,9 @@ config is built (``__post_init__``), so that ``--set batch_size=0`` is one line 
     # --set batch_size=0: "option batch_size=0 is out of range: valid values are an integer >= 1 (e.g. ...)"
 
 A Config lists its ranges in a class attribute ``RANGES`` (``ClassVar[dict[str, Range]]``); a subclass
-extends its base's (``RANGES = {**RLConfig.RANGES, "gamma": Range(0, 1)}``). A test walks every numeric
-option of every trainer's config with 0 and negative values.
+extends its base's (``RANGES = {**RLConfig.RANGES, "gamma": Range(0, 1)}``). Every option has a finite upper
+bound too (an absurdly large value is one line, not an allocator traceback after the data was built). A test
+walks every numeric option of every trainer's config with 0, negative and absurdly large values.
 """
 
 from __future__ import annotations
@@ -96,19 +97,50 @@ def check_ranges(config: Any, ranges: dict[str, Range] | None = None) -> None:
             )
 
 
-def positive_int() -> Range:
-    """An integer >= 1 (a count that cannot be zero)."""
-    return Range(1, integer=True)
+SEED_MAX = 2**31 - 1
+"""The largest seed (a run adds its process rank and, on resume, step counts to it; NumPy takes 32 bits)."""
+TOKENS_MAX = 2**24
+"""The largest token count of one sequence or batch an option may name (16M tokens): beyond any model's context;
+the model's own context is checked against the run's options before any work (:mod:`joy_trainers.checks`)."""
+COUNT_MAX = 10**6
+"""The largest count of tasks, rows, steps or samples an option may name (a run of more is not a run)."""
+EPOCHS_MAX = 1000
+"""The largest number of epochs or passes."""
 
 
-def count() -> Range:
-    """An integer >= 0 (a count where 0 means none / skip)."""
-    return Range(0, integer=True)
+def positive_int(high: int = COUNT_MAX) -> Range:
+    """An integer in [1, ``high``] (a count that cannot be zero)."""
+    return Range(1, high, integer=True)
 
 
-def positive() -> Range:
-    """A number > 0 (a rate or a scale)."""
-    return Range(0, low_open=True)
+def count(high: int = COUNT_MAX) -> Range:
+    """An integer in [0, ``high``] (a count where 0 means none / skip)."""
+    return Range(0, high, integer=True)
+
+
+def positive(high: float | None = None) -> Range:
+    """A number > 0 (a rate or a scale), at most ``high`` when given."""
+    return Range(0, high, low_open=True)
+
+
+def learning_rate() -> Range:
+    """A learning rate: a number in (0, 1]."""
+    return Range(0, 1, low_open=True)
+
+
+def seed_range() -> Range:
+    """A seed: an integer in [0, :data:`SEED_MAX`]."""
+    return Range(0, SEED_MAX, integer=True)
+
+
+def tokens(low: int = 1) -> Range:
+    """A token count: an integer in [``low``, :data:`TOKENS_MAX`]."""
+    return Range(low, TOKENS_MAX, integer=True)
+
+
+def epochs() -> Range:
+    """A number of epochs: a number in [0, :data:`EPOCHS_MAX`]."""
+    return Range(0, EPOCHS_MAX)
 
 
 def share() -> Range:

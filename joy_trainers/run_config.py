@@ -13,7 +13,7 @@ from joy_agents.vllm_engine import INSTALL_HINT, VLLMConfig, vllm_available
 from joy_trainers.checks import env_kwargs_problem
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.options import config_from_dict
-from joy_trainers.ranges import Range, check_ranges, count, positive_int
+from joy_trainers.ranges import Range, check_ranges, count, positive_int, seed_range, tokens
 
 
 @dataclass
@@ -65,10 +65,10 @@ class RunConfig:
     """Replace a run already in ``output_dir``: remove the files the project wrote there (``--overwrite``)."""
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "seed": count(),
+        "seed": seed_range(),
         "eval_tasks": count(),
-        "max_new_tokens": positive_int(),
-        "draft_tokens": count(),
+        "max_new_tokens": tokens(),
+        "draft_tokens": count(1024),
         "draft_max_rows": positive_int(),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""

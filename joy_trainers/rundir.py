@@ -21,13 +21,15 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import shutil
 import time
-from contextlib import suppress
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import UsageError, WriteError
 
 try:
     import fcntl
@@ -63,6 +65,7 @@ class RunDir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.path = Path(output_dir or os.path.join("runs", f"{trainer}-{stamp}"))
         self._lock: Any = None
+        self._found: set[str] | None = None  # what the directory held when claimed (None: it did not exist)
 
     @property
     def checkpoints(self) -> Path:
@@ -102,6 +105,7 @@ class RunDir:
         if path.exists() and not path.is_dir():
             raise UsageError(f"--output-dir {path} is a file, not a directory; pass a directory path")
         removed: list[str] = []
+        found = {p.name for p in path.iterdir()} if path.is_dir() else None
         try:
             path.mkdir(parents=True, exist_ok=True)
             self.lock()
@@ -134,9 +138,29 @@ class RunDir:
                     f"--output-dir {path} cannot be written ({exc.strerror or exc}); pass a directory you can write to"
                 ) from None
         except BaseException:
-            self.release()
+            self._found = found
+            self.undo_claim()
             raise
+        self._found = found
         return removed
+
+    def undo_claim(self) -> None:
+        """Give the directory back as the claim found it, for a run refused before it did any work: the lock file
+        and ``config.json`` it wrote are removed, and the directory itself if the claim created it and it is now
+        empty. A directory where the run wrote anything else keeps everything. Then :meth:`release`."""
+        try:
+            if self._lock is not None and self.path.is_dir():
+                found = self._found or set()
+                new = {p.name for p in self.path.iterdir()} - found
+                if new <= {LOCK_FILE, "config.json"}:
+                    for name in new:
+                        with suppress(OSError):
+                            (self.path / name).unlink()
+                    if self._found is None:
+                        with suppress(OSError):
+                            self.path.rmdir()  # only when empty
+        finally:
+            self.release()
 
     def lock(self) -> None:
         """Take the directory's lock for this process, or refuse in one line when another run holds it. The
@@ -187,12 +211,51 @@ class RunDir:
         return [p.name for p in orphans]
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to a temporary file beside ``path``, then rename it over ``path``: a reader
-    sees the old file or the new one, never half of one."""
+def write_text_atomic(path: Path, text: str, what: str = "") -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a reader sees the old
+    file or the new one, never half of one. A failure (a full disk, a read-only filesystem) removes the
+    temporary file and is a one-line :class:`~joy_trainers.errors.WriteError` naming ``path`` and ``what``
+    was being written."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
+    with writing(path, what or path.name, cleanup=[tmp]):
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: Any, what: str = "") -> None:
+    """:func:`write_text_atomic` of ``data`` as JSON."""
+    write_text_atomic(path, json.dumps(data, indent=2, default=str), what)
+
+
+@contextmanager
+def writing(path: Path, what: str, cleanup: Iterable[Path] = ()) -> Iterator[None]:
+    """Run the body, which writes ``what`` at ``path``; an ``OSError`` there (``ENOSPC``: no space left, a
+    quota, a read-only filesystem) removes the ``cleanup`` paths (what the body left half-written) and becomes
+    one line: a :class:`~joy_trainers.errors.WriteError` naming the path, what was being written, the OS's
+    reason and how to go on."""
+    try:
+        yield
+    except OSError as exc:
+        for entry in cleanup:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with suppress(OSError):
+                    entry.unlink()
+        reason = exc.strerror or _first_copy_error(exc)
+        raise WriteError(
+            f"cannot write {what} at {path} ({reason}); nothing half-written was left: free space (or fix the "
+            "filesystem) and run again, with --resume to continue a run from its last checkpoint"
+        ) from None
+
+
+def _first_copy_error(exc: OSError) -> str:
+    """The reason of an ``OSError`` without ``strerror``: the first file's of a ``shutil.Error`` (a copy of a
+    tree), else the exception's text."""
+    errors = exc.args[0] if exc.args else None
+    if isinstance(exc, shutil.Error) and isinstance(errors, list) and errors and len(errors[0]) == 3:
+        return re.sub(r"^\[Errno \d+\] ", "", " ".join(str(errors[0][2]).split()))
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def run_results(trainer: str, cfg: Any, **fields: Any) -> dict[str, Any]:
@@ -204,8 +267,8 @@ def run_results(trainer: str, cfg: Any, **fields: Any) -> dict[str, Any]:
 
 def write_results(run_dir: Path, results: dict[str, Any]) -> None:
     """``results.json`` (atomically) and ``results.md`` in ``run_dir``."""
-    write_json_atomic(run_dir / "results.json", results)
-    (run_dir / "results.md").write_text(results_table(results))
+    write_json_atomic(run_dir / "results.json", results, "the run's results")
+    write_text_atomic(run_dir / "results.md", results_table(results), "the run's results table")
 
 
 def results_table(results: dict[str, Any]) -> str:
@@ -238,3 +301,15 @@ def results_table(results: dict[str, Any]) -> str:
             f" {fmt(m['mean_accuracy'])} | {fmt(m.get('format_valid_rate'))} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def save_team(team: Any, path: Path) -> None:
+    """``team.save`` into a temporary directory beside ``path``, renamed over it when complete (a failure, e.g.
+    a full disk, leaves no half-written team: one line naming the path)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with writing(path, "the trained team", cleanup=[tmp]):
+        shutil.rmtree(tmp, ignore_errors=True)
+        team.save(str(tmp))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)

@@ -44,13 +44,13 @@ from joy_agents.sft_data import (
 )
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
 from joy_trainers.base import BaseTrainer, Trained
-from joy_trainers.checks import check_env_options, check_model
+from joy_trainers.checks import check_domain_weights, check_env_options, check_model, check_sft_sizes
 from joy_trainers.distributed import barrier, is_main, say, world
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import sft_limits
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.presets import SFT_PRESETS
-from joy_trainers.ranges import Range, count, positive, positive_int, share
+from joy_trainers.ranges import COUNT_MAX, Range, count, epochs, learning_rate, positive_int, share, tokens
 from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.run_config import RunConfig
 from joy_trainers.rundir import write_results
@@ -172,19 +172,19 @@ class SFTConfig(RunConfig):
         "rl_fraction": Range(0, 1, high_open=True),
         "recovery_rate": share(),
         "entity_swap": share(),
-        "base_epochs": Range(0),
-        "base_lr": positive(),
-        "adapter_epochs": Range(0),
-        "adapter_lr": positive(),
-        "lora_r": positive_int(),
+        "base_epochs": epochs(),
+        "base_lr": learning_rate(),
+        "adapter_epochs": epochs(),
+        "adapter_lr": learning_rate(),
+        "lora_r": positive_int(2**16),
         "lora_alpha": positive_int(),
         "batch_size": positive_int(),
-        "batch_tokens": count(),
+        "batch_tokens": tokens(0),
         "grad_accum": positive_int(),
-        "max_length": Range(2, integer=True),
+        "max_length": tokens(2),
         "warmup_ratio": share(),
-        "eval_max_cycles": positive_int(),
-        "baseline_tasks": Range(1, integer=True, none_ok=True),
+        "eval_max_cycles": positive_int(10**4),
+        "baseline_tasks": Range(1, COUNT_MAX, integer=True, none_ok=True),
         "checkpoint_steps": count(),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`)."""
@@ -443,6 +443,8 @@ class SFTTrainer(BaseTrainer):
                 f"{', '.join(roles)}"
             )
         check_model(cfg.model)
+        check_sft_sizes(cfg)  # lora_r, max_length and a batch against the model and the memory there is
+        check_domain_weights(cfg.domain_weights, envs["train"], cfg.sft_tasks, cfg.rl_fraction, cfg.seed)
 
     def claimed(self) -> None:
         """With ``resume``, refuse changed options (the safe ones are said); then save them (``config.json``)."""

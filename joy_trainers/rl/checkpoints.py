@@ -32,6 +32,7 @@ import torch
 
 from joy_agents.policy import TeamPolicy
 from joy_trainers.distributed import all_gather_objects, barrier
+from joy_trainers.rundir import writing
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState
@@ -50,7 +51,7 @@ def _tensor(text: str) -> torch.Tensor:
     return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
 
 
-def _rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, Any]:
     """The Python, NumPy and torch RNG states (CPU, and every CUDA device's where CUDA is in use) as JSON-able
     values."""
     version, internal, gauss = random.getstate()
@@ -65,7 +66,8 @@ def _rng_state() -> dict[str, Any]:
     return state
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Set the Python, NumPy and torch RNG states from :func:`rng_state`'s values."""
     version, internal, gauss = state["python"]
     kind, key, pos, has_gauss, cached = state["numpy"]
     torch_state = _tensor(state["torch"])
@@ -87,7 +89,7 @@ def restore_rng(rng: dict[str, Any], rank: int, size: int) -> bool:
     if not isinstance(ranks, list) or len(ranks) != size:
         return False
     try:
-        _set_rng_state(ranks[rank])
+        set_rng_state(ranks[rank])
     except (KeyError, ValueError, TypeError, RuntimeError):
         return False
     return True
@@ -141,31 +143,33 @@ def save_checkpoint(
     team's base model, when it lies in the run directory, is named relative to the checkpoint's team.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{step}"
     tmp = directory / f".tmp-step-{step}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    team.save(str(tmp / "team"))
-    _relative_base(tmp / "team", directory.parent)
-    save_tensors({r: o.state_dict() for r, o in optimizers.items()}, tmp / "optimizers.pt")
-    (tmp / "rng.json").write_text(json.dumps({**_rng_state(), **({"ranks": rng_ranks} if rng_ranks else {})}))
-    if write_extra is not None:
-        write_extra(tmp)
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, default=str))  # last: marks it complete
-    for f in tmp.rglob("*"):
-        if f.is_file():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
     pointer = directory / ".latest.tmp"
-    pointer.write_text(final.name)
-    with open(pointer, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(pointer, directory / "latest")
+    # a failure (a full disk) removes the half-written checkpoint; the previous one stays for --resume
+    with writing(final, f"the checkpoint of step {step}", cleanup=[tmp, pointer]):
+        directory.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        team.save(str(tmp / "team"))
+        _relative_base(tmp / "team", directory.parent)
+        save_tensors({r: o.state_dict() for r, o in optimizers.items()}, tmp / "optimizers.pt")
+        (tmp / "rng.json").write_text(json.dumps({**rng_state(), **({"ranks": rng_ranks} if rng_ranks else {})}))
+        if write_extra is not None:
+            write_extra(tmp)
+        (tmp / "state.json").write_text(json.dumps({"step": step, **state}, default=str))  # last: marks it complete
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        pointer.write_text(final.name)
+        with open(pointer, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(pointer, directory / "latest")
     for old in checkpoint_steps(directory)[keep:]:
         shutil.rmtree(directory / f"step-{old}", ignore_errors=True)
     return final
@@ -251,7 +255,7 @@ def apply_checkpoint(data: CheckpointData, team: Any, optimizers: dict[str, torc
                     p.copy_(q.to(p.device))
         for role, opt in optimizers.items():
             opt.load_state_dict(data.optimizers[role])
-        _set_rng_state(data.rng)
+        set_rng_state(data.rng)
     except (KeyError, ValueError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"{data.path.name} does not fit this run ({type(exc).__name__}: {exc})") from None
 
@@ -267,7 +271,7 @@ def load_checkpoint(path: str | Path, team: Any, optimizers: dict[str, torch.opt
 def checkpoint(run: RunDir, state: RunState) -> None:
     """Rank 0 writes a checkpoint of ``state`` with every rank's RNG states (see :func:`save_checkpoint`);
     every rank waits for it."""
-    rng_ranks = all_gather_objects(_rng_state())
+    rng_ranks = all_gather_objects(rng_state())
     if state.is_main:
         extra = {
             "baseline": state.baseline,

@@ -7,7 +7,18 @@ from typing import Any, ClassVar
 
 from joy_trainers.generation import GenerationLimits
 from joy_trainers.losses import LOSS_TYPES
-from joy_trainers.ranges import Range, count, positive, positive_int, share
+from joy_trainers.ranges import (
+    COUNT_MAX,
+    EPOCHS_MAX,
+    Range,
+    count,
+    learning_rate,
+    positive,
+    positive_int,
+    seed_range,
+    share,
+    tokens,
+)
 from joy_trainers.run_config import RunConfig
 
 
@@ -84,24 +95,24 @@ class RLConfig(RunConfig):
 
     RANGES: ClassVar[dict[str, Range]] = {
         **RunConfig.RANGES,
-        "data_seed": count(),
+        "data_seed": seed_range(),
         "iterations": positive_int(),
         "steps_per_iteration": positive_int(),
         "tasks_per_step": positive_int(),
-        "group_size": Range(2, integer=True),  # a group of one has no variance
-        "temperature": positive(),
+        "group_size": Range(2, COUNT_MAX, integer=True),  # a group of one has no variance
+        "temperature": positive(100),
         "top_p": Range(0, 1, low_open=True),
-        "lr": positive(),
-        "update_epochs": positive_int(),
+        "lr": learning_rate(),
+        "update_epochs": positive_int(EPOCHS_MAX),
         "partial_credit": share(),
-        "epsilon": positive(),
-        "epsilon_high": Range(0, low_open=True, none_ok=True),
-        "beta": Range(0),
+        "epsilon": positive(100),
+        "epsilon_high": Range(0, 100, low_open=True, none_ok=True),
+        "beta": Range(0, 1e6),
         "micro_batch_size": positive_int(),
-        "max_grad_norm": positive(),
-        "max_cycles": positive_int(),
-        "max_prompt_tokens": positive_int(),
-        "token_budget": count(),
+        "max_grad_norm": positive(1e6),
+        "max_cycles": positive_int(10**4),
+        "max_prompt_tokens": tokens(),
+        "token_budget": count(10**10),
         "checkpoint_every": positive_int(),
     }
     """The valid values of every numeric option (:mod:`joy_trainers.ranges`); a subclass extends them."""

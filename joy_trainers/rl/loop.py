@@ -18,9 +18,8 @@ A trainer only writes its step."""
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 import random
-import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -37,7 +36,16 @@ from joy_agents.rollout import RolloutEngine
 from joy_agents.sft_data import split_train_tasks
 from joy_agents.vllm_engine import VLLMConfig, vllm_engine
 from joy_trainers.base import Trained
-from joy_trainers.checks import check_env_options, check_sft_run, check_team_roles, sft_env_mismatch, team_roles
+from joy_trainers.checks import (
+    check_env_options,
+    check_rl_sizes,
+    check_sft_run,
+    check_team_roles,
+    check_team_weights,
+    sft_env_mismatch,
+    team_model,
+    team_roles,
+)
 from joy_trainers.distributed import all_gather_objects, barrier, on_main, say, start_processes, world
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
@@ -51,13 +59,15 @@ from joy_trainers.rl.checkpoints import (
     checkpoint_steps,
     read_checkpoint,
     restore_rng,
+    rng_state,
+    set_rng_state,
 )
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
-from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, sft_team
+from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, check_auto_sft, sft_team
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
-from joy_trainers.rundir import RunDir
+from joy_trainers.rundir import RunDir, write_json_atomic, write_text_atomic, writing
 
 
 def carried_team(run: RunDir, cfg: RLConfig) -> bool:
@@ -67,15 +77,28 @@ def carried_team(run: RunDir, cfg: RLConfig) -> bool:
 
 
 def check_inputs(run: RunDir, cfg: RLConfig) -> None:
-    """The checks before the run directory is claimed: the env's options and splits, and (unless the run
-    continues with its own starting team) the SFT run to start from, whose team must have the env's roles."""
+    """The checks before the run directory is claimed: the env's options and splits, the sizes against the model
+    (:func:`~joy_trainers.checks.check_rl_sizes`), and (unless the run continues with its own starting team) the
+    SFT run to start from, whose team must have the env's roles and intact weights, or the automatic SFT run's
+    options; a continued run's own starting team must have intact weights."""
     splits = {"the train split": "train", **({"eval_split": cfg.eval_split} if cfg.eval_tasks else {})}
     envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
-    if not carried_team(run, cfg):
+    start_team = run.path / START_TEAM
+    carried = carried_team(run, cfg)
+    if carried:  # its starting team and base, before anything is loaded
+        check_team_weights(start_team, f"--resume: {run.path}")
+    start_model = (
+        team_model(start_team if carried else Path(cfg.sft_run) / "team") if carried or cfg.sft_run else cfg.model
+    )
+    check_rl_sizes(cfg, start_model)  # every turn within the model's context, a micro-batch within memory
+    if not carried:
         check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
         if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles
             roles = team_roles(Path(cfg.sft_run) / "team")
             check_team_roles(roles, envs["train"], cfg.env_id, cfg.env_kwargs, f"sft_run {cfg.sft_run!r}")
+            check_team_weights(Path(cfg.sft_run) / "team", f"sft_run {cfg.sft_run!r}")
+        else:  # the automatic SFT run's options (sft_overrides), before the claim
+            check_auto_sft(cfg, envs["train"])
         mismatch = sft_env_mismatch(cfg.sft_run, cfg.env_id, cfg.env_kwargs)
         if mismatch:
             print(f"[rl] warning: {mismatch}")
@@ -101,14 +124,19 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     rank, _ = world()
     start_team = run.path / START_TEAM
     carried = carried_team(run, cfg)
-    random.seed(cfg.seed + rank)
-    torch.manual_seed(cfg.seed + rank)
     if not carried:
         team_dir = sft_team(cfg.sft_run, cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
         if rank == 0:
             bring_team(team_dir, run.path)
         barrier()
-    team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
+    # the run's random state, from its own seed once its starting team is there: the same whether the automatic
+    # SFT team was just trained in this process or read from the cache
+    random.seed(cfg.seed + rank)
+    torch.manual_seed(cfg.seed + rank)
+    try:
+        team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
+    except (FileNotFoundError, ValueError) as exc:  # a base model gone, a damaged or foreign weights file
+        raise UsageError(f"the starting team {start_team}: {' '.join(str(exc).split())}") from None
     env = joy_env.make(cfg.env_id, split="train", seed=cfg.data_seed, **cfg.env_kwargs)  # its world is built
     check_team_roles(team.roles, env, cfg.env_id, cfg.env_kwargs, f"the starting team {start_team}")
     frozen = cfg.frozen_roles(env)
@@ -155,15 +183,15 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
 
 def _usable_checkpoint(
     directory: Path, load_extra: Callable[[Path], None] | None
-) -> tuple[CheckpointData | None, list[str]]:
+) -> tuple[CheckpointData | None, list[tuple[Path | None, str]]]:
     """The newest checkpoint whose every file reads back (and the trainer's, through ``load_extra``), and
-    why each newer one was skipped."""
-    skipped = []
+    each newer one that was skipped (its path, or None for a dangling ``latest``) with why."""
+    skipped: list[tuple[Path | None, str]] = []
     pointer = directory / "latest"
     if pointer.is_file():
         name = pointer.read_text().strip()
         if not (directory / name).is_dir():
-            skipped.append(f"latest points at {name}, which does not exist")
+            skipped.append((None, f"latest points at {name}, which does not exist"))
     for step in checkpoint_steps(directory):
         path = directory / f"step-{step}"
         try:
@@ -171,8 +199,20 @@ def _usable_checkpoint(
             _load_extra(load_extra, path)
             return data, skipped
         except CheckpointError as exc:
-            skipped.append(f"skipping {path.name}: {exc}")
+            skipped.append((path, str(exc)))
     return None, skipped
+
+
+def set_aside(path: Path) -> Path:
+    """Rename the rejected checkpoint ``path`` to ``<name>.rejected`` (``.rejected-2``, ... when taken): kept as
+    evidence, never deleted, and no longer read by ``--resume``."""
+    dest = path.with_name(f"{path.name}.rejected")
+    n = 2
+    while dest.exists():
+        dest = path.with_name(f"{path.name}.rejected-{n}")
+        n += 1
+    os.replace(path, dest)
+    return dest
 
 
 def _load_extra(load_extra: Callable[[Path], None] | None, path: Path) -> None:
@@ -193,15 +233,17 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
     data = None
     if rank == 0:
         data, skipped = _usable_checkpoint(run.checkpoints, load_extra)
-        choice = (data.path.name if data else None, skipped, bool(checkpoint_steps(run.checkpoints)))
-    name, skipped, any_checkpoint = all_gather_objects(choice)[0]
-    for reason in skipped:
-        if rank == 0:
-            print(f"[rl] --resume: {reason}")
+        any_checkpoint = bool(checkpoint_steps(run.checkpoints))
+        said = [reason for _, reason in skipped]
+        if data is not None and skipped:  # each newer one set aside (never deleted), all said in one line
+            said = [f"{r}; kept aside as {set_aside(bad).name}" if bad is not None else r for bad, r in skipped]
+            write_text_atomic(run.checkpoints / "latest", data.path.name)
+        choice = (data.path.name if data else None, said, any_checkpoint)
+    name, skipped_said, any_checkpoint = all_gather_objects(choice)[0]
     if name is None:
         if any_checkpoint:
             raise UsageError(
-                f"--resume: no usable checkpoint in {run.checkpoints} ({'; '.join(skipped)}); start the run "
+                f"--resume: no usable checkpoint in {run.checkpoints} ({'; '.join(skipped_said)}); start the run "
                 "again with --overwrite, or pass another --output-dir"
             )
         if rank == 0:
@@ -235,10 +277,8 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
             for role, ws in data.reference.items()
         }
     if rank == 0:
-        newer = [s for s in checkpoint_steps(run.checkpoints) if s > state.step]
-        for s in newer:  # the abandoned future of an unusable checkpoint: the run redoes those steps
-            shutil.rmtree(run.checkpoints / f"step-{s}", ignore_errors=True)
-        print(f"[rl] resumed from {path} (step {state.step})")
+        skipped_text = "".join(f"; {reason}" for reason in skipped_said)
+        print(f"[rl] resumed from {path} (step {state.step}){skipped_text}")
     return path
 
 
@@ -253,7 +293,9 @@ def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path]
         state.log.truncate(state.step)
     if resumed is None and cfg.eval_tasks and cfg.eval_baseline:  # every process plays its share
         say(f"[rl] evaluating the starting team on {cfg.eval_tasks} {cfg.eval_split} tasks")
+        saved = rng_state()  # the steps draw the same with or without a baseline evaluation
         state.baseline = evaluate(state, with_memory=False)
+        set_rng_state(saved)
     if rank == 0:
         if cfg.token_budget:
             total, initial, unit = cfg.token_budget, min(state.tokens_total, cfg.token_budget), "tok"
@@ -308,8 +350,10 @@ def run_steps(
 @contextlib.contextmanager
 def _stop_on_ctrl_c() -> Iterator[list[bool]]:
     """While the loop runs, a first Ctrl-C (SIGINT) asks it to stop after the step under way, with a
-    checkpoint; a second one stops at once (the newest checkpoint stays). Yields the flag (``[True]`` once
-    asked)."""
+    checkpoint; a second one stops at once (the newest checkpoint stays). Either ends in one
+    ``KeyboardInterrupt`` whose message is the only line said (``joy-train`` prints it and exits with 130).
+    Yields the flag (``[True]`` once asked). The handler that was there before (the default, or SIG_IGN under
+    ``nohup``) is put back when the loop ends."""
     asked = [False]
     if threading.current_thread() is not threading.main_thread():
         yield asked
@@ -318,8 +362,7 @@ def _stop_on_ctrl_c() -> Iterator[list[bool]]:
     def handler(signum: int, frame: Any) -> None:
         if asked[0]:
             raise KeyboardInterrupt("stopped at once; the newest checkpoint stays")
-        asked[0] = True
-        print("\n[rl] Ctrl-C: stopping after this step with a checkpoint (Ctrl-C again: stop now)", flush=True)
+        asked[0] = True  # said once, when the loop stops after this step
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
@@ -378,8 +421,10 @@ def write_outputs(run: RunDir, state: RunState, results: dict[str, Any]) -> None
     """The RL run's own files beside ``results.json`` (main process): the memory banks (``memory/``) and
     ``reward_curve.png``; ends the experiment trackers."""
     for role, bank in state.banks.items():
-        (run.path / "memory").mkdir(exist_ok=True)
-        (run.path / "memory" / f"{role}.json").write_text(json.dumps(bank.to_dict()))
-    plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
+        with writing(run.path / "memory", "the memory banks"):
+            (run.path / "memory").mkdir(exist_ok=True)
+        write_json_atomic(run.path / "memory" / f"{role}.json", bank.to_dict(), f"the memory bank of {role}")
+    with writing(run.path / "reward_curve.png", "the reward curve", cleanup=[run.path / "reward_curve.png"]):
+        plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
     if state.config.log_with:
         state.accelerator.end_training()

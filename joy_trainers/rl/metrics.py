@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from joy_trainers.distributed import all_gather_objects
 from joy_trainers.rl.groups import Group
+from joy_trainers.rundir import write_text_atomic, writing
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState
@@ -50,14 +51,12 @@ class MetricsLog:
             if isinstance(s, int) and 0 < s <= step:
                 kept[s] = r  # a step logged twice (a file from before resumes truncated) keeps its last row
         self.rows = [kept[s] for s in sorted(kept)]
-        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        tmp.write_text("".join(json.dumps(r, default=float) + "\n" for r in self.rows))
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, "".join(json.dumps(r, default=float) + "\n" for r in self.rows), "the metrics")
 
     def log(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row, default=float) + "\n")
+        with writing(self.path, f"the metrics of step {row.get('step')}"), open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row, default=float) + "\n")  # a line torn by a full disk is dropped when read back
             f.flush()
             os.fsync(f.fileno())
         if self.accelerator is not None and getattr(self.accelerator, "trackers", None):

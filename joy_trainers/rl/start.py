@@ -32,11 +32,12 @@ from joy_agents.tiny import (
     env_fingerprint,
     tiny_base_dir,
 )
-from joy_trainers.checks import check_sft_run, read_results
+from joy_trainers.checks import check_domain_weights, check_sft_run, check_sft_sizes, read_results
 from joy_trainers.distributed import barrier, world
 from joy_trainers.errors import UsageError
 from joy_trainers.presets import AUTO_SFT_PRESETS, SFT_PRESETS
 from joy_trainers.rl.config import RLConfig
+from joy_trainers.rundir import writing
 from joy_trainers.sft import SFTConfig, SFTTrainer
 
 EVALUATION_OPTIONS = (
@@ -92,6 +93,21 @@ def auto_sft_overrides(cfg: RLConfig) -> dict[str, Any]:
         "vllm_options": dict(cfg.vllm_options),
     }
     return {**inherited, **cfg.sft_overrides}
+
+
+def check_auto_sft(cfg: RLConfig, env: Any) -> None:
+    """The automatic SFT run of the RL run ``cfg`` (without ``sft_run``), checked before any work: its options
+    (``sft_overrides`` over the preset), its sizes against the model and its ``domain_weights`` against the
+    domains of ``env`` (the RL run's train split, when the SFT run trains on the same env)."""
+    values = tiny_sft_values(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))
+    tiny_sft_dir(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))  # its options, as its cache key reads them
+    config = SFTConfig.from_dict({**values, "output_dir": None})
+    try:
+        check_sft_sizes(config)
+        if (config.env_id, config.env_kwargs) == (cfg.env_id, cfg.env_kwargs):
+            check_domain_weights(config.domain_weights, env, config.sft_tasks, config.rl_fraction, config.seed)
+    except UsageError as exc:
+        raise UsageError(f"sft_overrides: {exc}") from None
 
 
 def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -154,23 +170,28 @@ def bring_team(team_dir: Path, run_dir: Path) -> Path:
     and resumes after the cache is cleared or the run is moved. Returns the copy's path."""
     dest = run_dir / START_TEAM
     tmp = run_dir / f".{START_TEAM}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(team_dir, tmp)
-    data = json.loads((tmp / "team.json").read_text())
-    model = str(data["config"]["model"])
-    if model.startswith(("./", "../")):
-        model = os.path.normpath(team_dir.resolve() / model)
-    local = Path(model)
-    owned = (default_cache_dir().resolve(), team_dir.resolve().parent)
-    if local.is_absolute() and local.is_dir() and any(local.resolve().is_relative_to(o) for o in owned):
-        base = run_dir / "base"
-        if base.resolve() != local.resolve():
-            shutil.rmtree(base, ignore_errors=True)
-            shutil.copytree(local, base, copy_function=_link_or_copy)
-        data["config"]["model"] = "../base"
-        (tmp / "team.json").write_text(json.dumps(data, indent=2, sort_keys=True))
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(tmp, dest)
+    base_tmp = run_dir / f".base.tmp-{os.getpid()}"
+    # a failure (a full disk) leaves neither half: the temporary copies go, one line says what and where
+    with writing(dest, "the starting team and its base model", cleanup=[tmp, base_tmp]):
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(team_dir, tmp)
+        data = json.loads((tmp / "team.json").read_text())
+        model = str(data["config"]["model"])
+        if model.startswith(("./", "../")):
+            model = os.path.normpath(team_dir.resolve() / model)
+        local = Path(model)
+        owned = (default_cache_dir().resolve(), team_dir.resolve().parent)
+        if local.is_absolute() and local.is_dir() and any(local.resolve().is_relative_to(o) for o in owned):
+            base = run_dir / "base"
+            if base.resolve() != local.resolve():
+                shutil.rmtree(base_tmp, ignore_errors=True)
+                shutil.copytree(local, base_tmp, copy_function=_link_or_copy)
+                shutil.rmtree(base, ignore_errors=True)
+                os.replace(base_tmp, base)
+            data["config"]["model"] = "../base"
+            (tmp / "team.json").write_text(json.dumps(data, indent=2, sort_keys=True))
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
     return dest
 
 

@@ -44,6 +44,8 @@ class RunState:
     checkpoint and restored by ``--resume``."""
     save_extra: Callable[[Path], None] | None = None
     """Writes a trainer's own files into each checkpoint before it is published (see ``RLTrainer``)."""
+    micro_batch_size: int | None = None
+    """The update's micro-batch size once halved after running out of memory (None: the config's)."""
     wall_before: float = 0.0
     started: float = field(default_factory=time.perf_counter)
     bar: Any = None

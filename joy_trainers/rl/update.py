@@ -83,9 +83,12 @@ def policy_update(
     Every process calls it for the same roles in the same order (maybe with no samples): the loss is
     normalised by global counts and the gradients summed across processes, so every process ends with the
     same parameters. ``optimizer=None`` computes the statistics without stepping. Returns loss statistics.
+
+    Out of memory (``torch.OutOfMemoryError``) in a micro-batch: the role's gradients are dropped and its
+    update runs again with micro-batches of half as many rows (``cfg.micro_batch_size`` is halved, so later
+    updates with this config start from what fits), said in one line; the result is the same.
     """
     rows = [(s, float(a)) for s, a in zip(samples, advantages, strict=True) if len(s.completion_ids)]
-    device = team.device
     counts = torch.tensor([float(len(rows)), float(sum(len(s.completion_ids) for s, _ in rows))], dtype=torch.float64)
     all_reduce_sum(counts)
     n_seq, n_tok = float(counts[0]), float(counts[1])
@@ -93,7 +96,55 @@ def policy_update(
     stats = {"policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "samples": n_seq}
     if n_seq == 0:
         return stats
+    first = cfg.micro_batch_size
+    while True:  # out of memory in a micro-batch: start the role's update again with half as many rows in each
+        try:
+            stats = _accumulate(team, role, rows, cfg, reference, n_seq, n_tok, stats)
+            break
+        except torch.OutOfMemoryError:
+            if cfg.micro_batch_size == 1:
+                raise
+            for p in params:
+                p.grad = None
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            cfg.micro_batch_size //= 2  # kept by the caller's config: later updates start from what fits
+    if cfg.micro_batch_size < first:
+        print(
+            f"[rl] out of memory in the update of {role} with micro_batch_size={first}; continued with "
+            f"{cfg.micro_batch_size} (accumulating over more micro-batches: the same step)",
+            flush=True,
+        )
+    team.model_for(role).eval()
     for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        all_reduce_sum(p.grad)
+    for name in ("policy_loss", "kl", "clip_fraction", "ratio_mean"):
+        t = torch.tensor([stats[name]], dtype=torch.float64)
+        stats[name] = float(all_reduce_sum(t)[0])
+    if optimizer is not None:
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return stats
+
+
+def _accumulate(
+    team: Any,
+    role: str,
+    rows: list[tuple[Any, float]],
+    cfg: UpdateConfig,
+    reference: ReferencePolicy | None,
+    n_seq: float,
+    n_tok: float,
+    zero: dict[str, float],
+) -> dict[str, float]:
+    """The gradients of ``role``'s loss on ``rows``, accumulated over micro-batches of ``cfg.micro_batch_size``
+    rows (the loss does not depend on the batching), and the loss statistics (from ``zero``)."""
+    stats = dict(zero)
+    device = team.device
+    for p in team.trainable_parameters(role):
         p.grad = None
     width_all = cfg.max_new_tokens
     # micro-batches keep the rows of one prompt (a GRPO group) together: team.logprobs runs a prompt once for
@@ -139,18 +190,6 @@ def policy_update(
         for name in ("kl", "clip_fraction", "ratio_mean"):
             stats[name] += st[name] * share
         stats["policy_loss"] += st["policy_loss"] * weight
-    team.model_for(role).eval()
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        all_reduce_sum(p.grad)
-    for name in ("policy_loss", "kl", "clip_fraction", "ratio_mean"):
-        t = torch.tensor([stats[name]], dtype=torch.float64)
-        stats[name] = float(all_reduce_sum(t)[0])
-    if optimizer is not None:
-        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
     return stats
 
 
@@ -200,12 +239,19 @@ def update_roles(
 ) -> dict[str, Any]:
     """One :func:`policy_update` per role that has ``(sample, advantage)`` pairs on any process, in the same
     order on every process, except the run's frozen roles (``state.frozen``: never updated, whatever their
-    samples; a state without the attribute freezes none); returns the statistics per updated role."""
+    samples; a state without the attribute freezes none); returns the statistics per updated role. A
+    micro-batch size halved after running out of memory is kept in ``state.micro_batch_size`` for later steps."""
     frozen = getattr(state, "frozen", frozenset())
     roles = sorted({r for rs in all_gather_objects(sorted(per_role)) for r in rs} - frozen)
+    fitted = getattr(state, "micro_batch_size", None)  # halved after an out-of-memory error in an earlier step
+    if fitted:
+        ucfg.micro_batch_size = min(ucfg.micro_batch_size, fitted)
+    start = ucfg.micro_batch_size
     stats: dict[str, Any] = {}
     for role in roles:
         rows = per_role.get(role, [])
         samples, advantages = [s for s, _ in rows], [a for _, a in rows]
         stats[role] = policy_update(state.team, role, state.optimizers[role], samples, advantages, ucfg, reference)
+    if ucfg.micro_batch_size < start:
+        state.micro_batch_size = ucfg.micro_batch_size
     return stats
