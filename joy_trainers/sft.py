@@ -53,7 +53,7 @@ from joy_trainers.presets import SFT_PRESETS
 from joy_trainers.ranges import COUNT_MAX, Range, count, epochs, learning_rate, positive_int, share, tokens
 from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.run_config import RunConfig
-from joy_trainers.rundir import write_results
+from joy_trainers.rundir import write_json_atomic, write_results, writing
 from joy_trainers.sft_batches import (
     bucketed_order,
     collate_left,
@@ -669,9 +669,10 @@ def write_run(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict[
 
 
 def write_logs(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:
-    """``logs.json`` (TRL's log per stage) and ``training.png`` in ``run_dir``."""
-    (run_dir / "logs.json").write_text(json.dumps(logs, indent=2, default=str))
-    plot_run(run_dir / "training.png", results, logs)
+    """``logs.json`` (TRL's log per stage, atomically) and ``training.png`` in ``run_dir``."""
+    write_json_atomic(run_dir / "logs.json", logs, "the SFT stages' logs")
+    with writing(run_dir / "training.png", "the training plot", cleanup=[run_dir / "training.png"]):
+        plot_run(run_dir / "training.png", results, logs)
 
 
 def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from joy_trainers.errors import UsageError
-from joy_trainers.rundir import write_json_atomic
+from joy_trainers.rundir import write_json_atomic, writing
 
 PROGRESS_FILE = Path("checkpoints") / "sft.json"
 """The stages an sft run finished, relative to its run directory."""
@@ -50,8 +50,9 @@ class SFTProgress:
         """Record ``stage`` as finished and write the progress file (atomically)."""
         if stage not in self.done:
             self.done.append(stage)
-        (run_dir / PROGRESS_FILE).parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run_dir / PROGRESS_FILE, asdict(self))
+        with writing(run_dir / PROGRESS_FILE.parent, "the SFT checkpoints"):
+            (run_dir / PROGRESS_FILE).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run_dir / PROGRESS_FILE, asdict(self), "the SFT progress")
 
 
 def read_progress(run_dir: Path) -> SFTProgress:
@@ -80,7 +81,8 @@ def save_team_checkpoint(team: Any, run_dir: Path, progress: SFTProgress, stage:
     checkpoints = run_dir / PROGRESS_FILE.parent
     name = f"team-{len(progress.done)}"
     shutil.rmtree(checkpoints / name, ignore_errors=True)  # half-written by a crash, never named
-    team.save(str(checkpoints / name))
+    with writing(checkpoints / name, "the team at a stage boundary", cleanup=[checkpoints / name]):
+        team.save(str(checkpoints / name))
     progress.team = name
     progress.finish(stage, run_dir)
     for old in checkpoints.glob("team-*"):
