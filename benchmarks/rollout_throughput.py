@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from joy_agents.adapters import meta_team_memory_ratio, parameter_bytes
     from joy_agents.models import resolve_model_path
-    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+    from joy_agents.policy import TeamConfig, TeamPolicy
     from joy_agents.rollout import RolloutConfig, RolloutEngine
-    from joy_env.protocol import TURN_STOP
+    from joy_agents.sampling.settings import GenerationSettings
     from joy_trainers.sft import resolve_model
 
     if args.threads:
@@ -139,18 +139,19 @@ def main(argv: list[str] | None = None) -> dict:
         }
         _report(result, args.out)
         return result
-    sampling = SamplingConfig(args.temperature, 1.0, args.max_new_tokens, TURN_STOP)
     starts = list(range(args.episodes))
 
     def engine_of(kind: str, draft_tokens: int = 0) -> RolloutEngine:
-        config = RolloutConfig(
-            sampling=sampling,
+        settings = GenerationSettings(
+            max_new_tokens=args.max_new_tokens,
             max_cycles=args.max_cycles,
             max_prompt_tokens=args.max_prompt_tokens,
+            temperature=args.temperature,
             engine=kind,
             draft_tokens=draft_tokens,
             draft_max_rows=args.draft_max_rows,
         )
+        config = RolloutConfig(settings)
         engine = RolloutEngine(team, args.env, "test", args.seed, config, progress=False)
         engine.run(starts[:2])  # warm-up
         return engine

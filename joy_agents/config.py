@@ -15,9 +15,19 @@ from typing import Any
 
 import torch
 
+from joy_agents.sampling.settings import GenerationSettings
 from joy_env.protocol import ANSWER_END, TOOL_CALL_END
 
-__all__ = ["PROMPT_STYLES", "Sample", "SamplingConfig", "TeamConfig", "prompt_view", "with_system_note"]
+__all__ = [
+    "PROMPT_STYLES",
+    "Sample",
+    "SamplingConfig",
+    "TeamConfig",
+    "as_id_list",
+    "as_id_lists",
+    "prompt_view",
+    "with_system_note",
+]
 
 _DTYPES = ("float32", "bfloat16", "float16")
 PROMPT_STYLES = ("full", "compact")
@@ -29,8 +39,8 @@ class SamplingConfig:
     """How to sample completions: temperature (0 = greedy), nucleus ``top_p``, a cap on new tokens, stop texts."""
 
     temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
+    top_p: float = GenerationSettings.top_p
+    max_new_tokens: int = GenerationSettings.max_new_tokens
     stop: tuple[str, ...] = (ANSWER_END, TOOL_CALL_END)
 
     def __post_init__(self) -> None:
@@ -191,3 +201,26 @@ class TeamConfig:
         """JSON-ready dict (tuples become lists)."""
         d = dataclasses.asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def as_id_list(name: str, ids: Any) -> list[int]:
+    """``ids`` (a list, tuple or tensor of int token ids) as a list; a TypeError naming ``name`` otherwise."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        raise TypeError(f"{name} must be a list of int token ids, got {ids!r:.80}")
+    return list(ids)
+
+
+def as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int]]:
+    """``seqs`` (a list of token id lists) as lists; a TypeError naming ``name`` otherwise, and a ValueError for an
+    empty item unless ``allow_empty_items``."""
+    if isinstance(seqs, torch.Tensor) or not isinstance(seqs, (list, tuple)):
+        raise TypeError(f"{name} must be a list of token id lists, got {type(seqs).__name__}")
+    out: list[list[int]] = []
+    for i, s in enumerate(seqs):
+        ids = as_id_list(f"{name}[{i}]", s)
+        if not ids and not allow_empty_items:
+            raise ValueError(f"{name}[{i}] is empty; every prompt needs at least one token")
+        out.append(ids)
+    return out
