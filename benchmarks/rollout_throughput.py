@@ -20,7 +20,7 @@ per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured i
 * ``longest_episode_tokens``: the generated tokens of the longest episode, which decode one after another: no
   engine that decodes a token per row per forward needs fewer decode forwards (compare ``decode_forwards``).
 * Drafts: the continuous engine runs with ``--draft-tokens`` prompt-lookup drafts per row and step while at most
-  ``--draft-max-rows`` rows run (the defaults of ``RolloutConfig``), and again without
+  ``--draft-max-rows`` rows run (the defaults of ``GenerationSettings``), and again without
   (``continuous_no_drafts_*``, whose ``decode_forwards`` is at least ``longest_episode_tokens``);
   ``ratio_drafts_vs_no_drafts`` is their tokens/s ratio, and ``continuous.draft_tokens`` / ``draft_tokens_kept``
   count the drafted tokens and those the samples reproduced.
@@ -75,10 +75,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lora-r", type=int, default=4, help="LoRA rank (the tiny preset's)")
     parser.add_argument(
-        "--draft-tokens", type=int, default=3, help="the continuous engine's drafts per row and step (RolloutConfig)"
+        "--draft-tokens",
+        type=int,
+        default=3,
+        help="the continuous engine's drafts per row and step (GenerationSettings)",
     )
     parser.add_argument(
-        "--draft-max-rows", type=int, default=64, help="rows up to which the engine drafts (RolloutConfig)"
+        "--draft-max-rows", type=int, default=64, help="rows up to which the engine drafts (GenerationSettings)"
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="timed runs of every setting, in turn (each keeps its best time)"

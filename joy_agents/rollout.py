@@ -52,7 +52,7 @@ class Node:
     role_turn: int = 0
     """How many turns the role had taken before this one in its own conversation."""
     prompt_truncated: bool = False
-    """Whether the prompt was cut to ``RolloutConfig.max_prompt_tokens`` (its oldest turns left out)."""
+    """Whether the prompt was cut to ``GenerationSettings.max_prompt_tokens`` (its oldest turns left out)."""
     incoming: str = ""
     """What the role received since its previous turn (:func:`incoming_text`): at its first turn its request or
     sub-query, then tool results, sub-agents' answers, format errors, a customer's replies."""

@@ -1,8 +1,9 @@
 """Continuous batching: every live request of the team in one decode batch, whatever its role.
 
-:class:`ContinuousSampler` is the generation engine of the rollouts (``RolloutConfig.engine="continuous"``,
-the default). Requests (a role and its prompt ids) are submitted at any time; each :meth:`~ContinuousSampler.step`
-runs ONE decode forward per model over every running row and returns the samples that finished in it:
+:class:`ContinuousSampler` is the default generation engine of the rollouts
+(``GenerationSettings(engine="continuous")``). Requests (a role and its prompt ids) are submitted at any time; each
+:meth:`~ContinuousSampler.step` runs ONE decode forward per model over every running row and returns the samples that
+finished in it:
 
 * **one batch for all roles**: roles that share the base model (one LoRA adapter each) decode together, each
   row through its own adapter (:class:`~joy_agents.sampling.stacked_lora.StackedLoRA`: every role's adapter in a few
