@@ -3,7 +3,7 @@
 ``RolloutEngine(policy, env_id, split).run(starts)`` (``env_kwargs``: the env's task-source options, e.g.
 ``{"source": "tau2"}``) plays one episode per start (a task index or an ``EnvSnapshot`` to branch from) over its
 own env clones, with the :class:`~joy_agents.sampling.settings.GenerationSettings` of its :class:`RolloutConfig`.
-It makes the settings' sampler (:func:`~joy_agents.sampling.settings.make_sampler`), submits the pending turn of
+It makes the settings' sampler (:func:`~joy_agents.sampling.base.make_sampler`), submits the pending turn of
 every episode, and steps the sampler; each turn that comes back is applied to its env at once and the episode's
 next turn is submitted, while the others go on (the path of one decode step down to the model:
 :mod:`joy_agents.sampling`). Each agent turn becomes a :class:`Node` holding the role, the prompt and completion
@@ -25,7 +25,8 @@ from typing import Any
 import joy_env
 from joy_agents.config import Sample, SamplingConfig
 from joy_agents.memory import render_memories
-from joy_agents.sampling.settings import GenerationSettings, make_sampler
+from joy_agents.sampling.base import make_sampler
+from joy_agents.sampling.settings import GenerationSettings
 from joy_agents.sampling.stats import EngineStats
 from joy_env.env import EnvSnapshot
 from joy_env.protocol import clip

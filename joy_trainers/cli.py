@@ -34,7 +34,8 @@ import yaml
 
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
-from joy_agents.sampling.settings import ENGINES, GenerationSettings, check_engine
+from joy_agents.sampling.base import check_engine
+from joy_agents.sampling.settings import ENGINES, GenerationSettings
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import check_env_options, check_team_dir, check_team_roles, read_results, team_roles

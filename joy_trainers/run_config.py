@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import joy_env
-from joy_agents.sampling.settings import GenerationSettings, VLLMConfig, check_engine
+from joy_agents.sampling.base import check_engine
+from joy_agents.sampling.settings import GenerationSettings, VLLMConfig
 from joy_trainers.checks import env_kwargs_problem
 from joy_trainers.generation import run_settings
 from joy_trainers.options import config_from_dict

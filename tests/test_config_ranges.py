@@ -75,7 +75,7 @@ def test_every_numeric_option_refuses_zero_and_negative_values_unless_zero_means
 def test_cross_field_and_type_checks_name_the_options():
     with pytest.raises(ValueError, match="batch_size=2.5 is out of range: valid values are an integer >= 1"):
         SFTConfig(batch_size=2.5)  # built in Python, past the CLI's type check
-    with pytest.raises(ValueError, match="max_new_tokens=160 leaves no prompt within max_length=100"):
+    with pytest.raises(ValueError, match="max_new_tokens=128 leaves no prompt within max_length=100"):
         SFTConfig(max_length=100)
     with pytest.raises(ValueError, match="top_k='some' is out of range: valid values are an integer >= 1 or 'all'"):
         JoyAgentsGRPOConfig(top_k="some")

@@ -15,10 +15,10 @@ import torch
 
 from joy_agents.config import Sample, SamplingConfig
 from joy_agents.sampling import continuous
-from joy_agents.sampling.base import Sampler, drain, sample_many
+from joy_agents.sampling.base import Sampler, drain, make_sampler, sample_many
 from joy_agents.sampling.continuous import ContinuousSampler
 from joy_agents.sampling.generate import GenerateSampler
-from joy_agents.sampling.settings import GenerationSettings, VLLMConfig, make_sampler
+from joy_agents.sampling.settings import GenerationSettings, VLLMConfig
 from joy_trainers.cli import eval_main
 from joy_trainers.generation import saved_settings
 from joy_trainers.grpo import GRPOConfig
@@ -167,7 +167,7 @@ def test_engine_names_are_compared_in_one_module_and_no_private_name_crosses_mod
                         owner = ast.Name(owner.attr)
                     if isinstance(owner, ast.Name) and owner.id in {"team", "policy"}:
                         private.append(f"{path.name}: {owner.id}.{node.attr}")
-    assert comparing == {"joy_agents/sampling/settings.py"}
+    assert comparing == {"joy_agents/sampling/base.py"}
     assert not private
 
 

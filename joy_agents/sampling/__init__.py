@@ -2,9 +2,10 @@
 what they share.
 
 * :mod:`~joy_agents.sampling.settings`: :class:`GenerationSettings` (every generation setting, one default each),
-  :class:`VLLMConfig`, the engine names, validated and dispatched by :func:`make_sampler`
+  :class:`VLLMConfig`, :class:`~joy_agents.sampling.settings.SamplingConfig` (one call's sampling)
 * :mod:`~joy_agents.sampling.base`: the :class:`Sampler` interface (``submit`` / ``step`` / ``busy`` / ``close``),
-  :func:`drain`, :func:`sample_many` (node-wise sampling)
+  :func:`make_sampler` (the one place an engine name is checked and dispatched), :func:`drain`,
+  :func:`sample_many` (node-wise sampling)
 * :mod:`~joy_agents.sampling.continuous`: ``continuous``: every role's requests in one decode batch, rows leaving
   and joining at every step
 * :mod:`~joy_agents.sampling.generate`: ``generate``: one ``model.generate`` call per role and step
@@ -53,7 +54,7 @@ _EXPORTS = {
     "ENGINES": "joy_agents.sampling.settings",
     "GenerationSettings": "joy_agents.sampling.settings",
     "VLLMConfig": "joy_agents.sampling.settings",
-    "make_sampler": "joy_agents.sampling.settings",
+    "make_sampler": "joy_agents.sampling.base",
     "Sampler": "joy_agents.sampling.base",
     "drain": "joy_agents.sampling.base",
     "sample_many": "joy_agents.sampling.base",

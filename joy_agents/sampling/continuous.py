@@ -43,7 +43,7 @@ the memory.
 
 Models whose cache is not a plain per-layer key/value cache (sliding-window or other special attention layers)
 are refused by :func:`continuous_supported`; the factory then makes the ``generate`` sampler
-(:func:`~joy_agents.sampling.settings.make_sampler`). Not here yet: a static cache with compiled or CUDA-graph
+(:func:`~joy_agents.sampling.base.make_sampler`). Not here yet: a static cache with compiled or CUDA-graph
 decode steps (on a GPU, the ``vllm`` engine has them: :mod:`joy_agents.sampling.vllm`).
 """
 

@@ -1,29 +1,15 @@
-"""The generation settings of a run, and the engine they name: validated and dispatched here, and only here.
+"""The generation settings of a run: every setting of generation in one frozen object, with its one default.
 
-:class:`GenerationSettings` is one frozen object holding every setting of generation: the limits (tokens per
-turn, turns per episode, prompt tokens kept), the temperature and nucleus of evaluations, the engine and its
-options (rows per batch, kept prefixes, drafts, :class:`VLLMConfig`). Each setting has its one default here; a
-trainer's Config builds the object once from its options (``cfg.generation_settings()``), writes it into
-``results.json`` (``"generation"``, :meth:`GenerationSettings.to_dict`) and passes it whole to the rollouts and
+:class:`GenerationSettings` holds the limits (tokens per turn, turns per episode, prompt tokens kept), the
+temperature and nucleus of evaluations, the engine and its options (rows per batch, kept prefixes, drafts,
+:class:`VLLMConfig`). A trainer's Config builds it once from its options (``cfg.generation_settings()``), writes it
+into ``results.json`` (``"generation"``, :meth:`GenerationSettings.to_dict`) and passes it whole to the rollouts and
 evaluations; ``joy-eval`` rebuilds it from there (:meth:`GenerationSettings.from_dict`) with its command-line
-overrides (:meth:`GenerationSettings.replace`).
+overrides (:meth:`GenerationSettings.replace`). :class:`SamplingConfig` is the sampling of one call (temperature,
+nucleus, token cap, stop texts), which the settings give for whole agent turns (:meth:`GenerationSettings.sampling`).
 
-:func:`make_sampler` turns the settings into a :class:`~joy_agents.sampling.base.Sampler`:
-
-==============  ==============================================================================================
-``continuous``  :class:`~joy_agents.sampling.continuous.ContinuousSampler`: every request of every role in one
-                decode batch, rows leaving at their stop and joining at any step (the default)
-``generate``    :class:`~joy_agents.sampling.generate.GenerateSampler`: one ``model.generate`` call per role per
-                step, each running to its slowest row
-``vllm``        :class:`~joy_agents.sampling.vllm.VLLMSampler`: every waiting request in one vLLM call per step
-                (needs vLLM and a GPU)
-==============  ==============================================================================================
-
-``continuous`` needs a team whose models keep a plain key/value cache per layer
-(:func:`~joy_agents.sampling.continuous.continuous_supported`); for another team the factory makes the
-``generate`` sampler and says so in one warning line.
-
-This module imports neither torch nor vLLM: the samplers are imported when one is made.
+The engine a setting names (:data:`ENGINES`) is turned into a sampler, and checked for being installed, by
+:mod:`joy_agents.sampling.base`. This module imports neither torch nor vLLM.
 """
 
 from __future__ import annotations
@@ -31,21 +17,18 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from joy_env.protocol import TURN_STOP
+from joy_env.protocol import ANSWER_END, TOOL_CALL_END, TURN_STOP
 
 __all__ = [
     "ENGINES",
     "INSTALL_HINT",
     "GenerationSettings",
+    "SamplingConfig",
     "VLLMConfig",
     "check_count",
-    "check_engine",
-    "make_sampler",
-    "start_engine",
     "vllm_available",
 ]
 
@@ -67,15 +50,6 @@ def vllm_available() -> bool:
         return importlib.util.find_spec("vllm") is not None
     except (ImportError, ValueError):  # a broken or stubbed-out vllm module
         return False
-
-
-def check_engine(engine: Any, installed: bool = False, name: str = "engine") -> None:
-    """Refuse an unknown engine name (and with ``installed``, ``vllm`` without vLLM installed) in one line naming
-    the fix; ``name`` is how the caller's user spells the option."""
-    if engine not in ENGINES:
-        raise ValueError(f"{name} must be one of {', '.join(ENGINES)}, got {engine!r}; e.g. {name}=continuous")
-    if installed and engine == "vllm" and not vllm_available():
-        raise ValueError(f"{name}=vllm needs vLLM, which is not installed; {INSTALL_HINT}, or {name}=continuous")
 
 
 @dataclass(frozen=True)
@@ -155,7 +129,8 @@ class GenerationSettings:
             raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {t!r}")
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {p!r}")
-        check_engine(self.engine)
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}; e.g. engine=continuous")
         check_count("max_batch_rows", self.max_batch_rows, 1)
         check_count("prefix_tokens", self.prefix_tokens, 0, " (0: keep none)")
         check_count("draft_tokens", self.draft_tokens, 0, " (0: no drafts)")
@@ -163,11 +138,9 @@ class GenerationSettings:
         if not isinstance(self.vllm, VLLMConfig):
             raise TypeError(f"GenerationSettings.vllm must be a VLLMConfig, got {type(self.vllm).__name__}")
 
-    def sampling(self, temperature: float | None = None, top_p: float | None = None) -> Any:
-        """The :class:`~joy_agents.config.SamplingConfig` of whole agent turns (``max_new_tokens``, stopping at
+    def sampling(self, temperature: float | None = None, top_p: float | None = None) -> SamplingConfig:
+        """The :class:`SamplingConfig` of whole agent turns (``max_new_tokens``, stopping at
         the protocol's turn ends) at ``temperature`` and ``top_p`` (default: the settings' own)."""
-        from joy_agents.config import SamplingConfig
-
         return SamplingConfig(
             temperature=self.temperature if temperature is None else temperature,
             top_p=self.top_p if top_p is None else top_p,
@@ -202,44 +175,36 @@ class GenerationSettings:
             raise ValueError(str(exc)) from None
 
 
-def make_sampler(team: Any, settings: GenerationSettings, sampling: Any) -> Any:
-    """The :class:`~joy_agents.sampling.base.Sampler` of ``settings.engine`` over ``team``, sampling with
-    ``sampling`` (a :class:`~joy_agents.config.SamplingConfig`). ``continuous`` on a team it cannot batch
-    (:func:`~joy_agents.sampling.continuous.continuous_supported`) makes the ``generate`` sampler, with one
-    warning line saying so."""
-    if not isinstance(settings, GenerationSettings):
-        raise TypeError(f"settings must be a GenerationSettings, got {type(settings).__name__}")
-    if settings.engine == "vllm":
-        from joy_agents.sampling.vllm import VLLMSampler
+@dataclass
+class SamplingConfig:
+    """How to sample completions: temperature (0 = greedy), nucleus ``top_p``, a cap on new tokens, stop texts."""
 
-        return VLLMSampler(team, sampling, settings.vllm)
-    if settings.engine == "continuous":
-        from joy_agents.sampling.continuous import ContinuousSampler, continuous_supported
+    temperature: float = 1.0
+    top_p: float = GenerationSettings.top_p
+    max_new_tokens: int = GenerationSettings.max_new_tokens
+    stop: tuple[str, ...] = (ANSWER_END, TOOL_CALL_END)
 
-        if continuous_supported(team):
-            return ContinuousSampler(
-                team,
-                sampling,
-                max_rows=settings.max_batch_rows,
-                prefix_tokens=settings.prefix_tokens,
-                draft_tokens=settings.draft_tokens,
-                draft_max_rows=settings.draft_max_rows,
+    def __post_init__(self) -> None:
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
+            raise TypeError(f"SamplingConfig.temperature must be a number, got {self.temperature!r}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ValueError(
+                f"SamplingConfig.temperature must be finite and >= 0 (0 = greedy), got {self.temperature!r}"
             )
-        warnings.warn(
-            f"engine continuous cannot batch this {type(team).__name__} (a model without a plain key/value cache "
-            "per layer, or not a TeamPolicy); sampling with engine generate, one generate call per role",
-            UserWarning,
-            stacklevel=2,
-        )
-    from joy_agents.sampling.generate import GenerateSampler
-
-    return GenerateSampler(team, sampling)
-
-
-def start_engine(team: Any, settings: GenerationSettings) -> None:
-    """Build the engine of ``settings`` for ``team`` now, where building it is a step of its own (``vllm``: its
-    engine, every process of a run at once, since vLLM forms its groups over all of them); else nothing."""
-    if settings.engine == "vllm":
-        from joy_agents.sampling.vllm import vllm_engine
-
-        vllm_engine(team, settings.vllm)
+        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)):
+            raise TypeError(f"SamplingConfig.top_p must be a number, got {self.top_p!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"SamplingConfig.top_p must be in (0, 1] (1 = no truncation), got {self.top_p!r}")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int):
+            raise TypeError(f"SamplingConfig.max_new_tokens must be an int, got {self.max_new_tokens!r}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"SamplingConfig.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if isinstance(self.stop, str):
+            raise TypeError(
+                f"SamplingConfig.stop must be a tuple of strings, got the string {self.stop!r}; "
+                f"write stop=({self.stop!r},)"
+            )
+        self.stop = tuple(self.stop)
+        for s in self.stop:
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"SamplingConfig.stop must hold non-empty strings, got {s!r} in {self.stop!r}")

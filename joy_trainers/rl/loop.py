@@ -32,7 +32,7 @@ import joy_env
 from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine
-from joy_agents.sampling.settings import start_engine
+from joy_agents.sampling.base import start_engine
 from joy_agents.sft_data import split_train_tasks
 from joy_trainers.checks import check_env_options, check_sft_run, check_team_roles, sft_env_mismatch, team_roles
 from joy_trainers.errors import UsageError
