@@ -47,7 +47,8 @@ def check_count(name: str, value: Any, minimum: int, meaning: str = "") -> None:
 def vllm_available() -> bool:
     """Whether ``vllm`` is installed (found without importing it)."""
     try:
-        return importlib.util.find_spec("vllm") is not None
+        spec = importlib.util.find_spec("vllm")  # the package, found without importing it
+        return spec is not None
     except (ImportError, ValueError):  # a broken or stubbed-out vllm module
         return False
 
@@ -167,8 +168,9 @@ class GenerationSettings:
         if unknown:
             raise ValueError(f"unknown generation setting(s) {unknown}; valid: {', '.join(names)}")
         values = dict(values)
-        if "vllm" in values:
-            values["vllm"] = VLLMConfig.from_options(values["vllm"])
+        vllm = values.pop("vllm", None)  # the field, as a dict of VLLMConfig's fields
+        if vllm is not None:
+            values["vllm"] = VLLMConfig.from_options(vllm)
         try:
             return cls(**values)
         except TypeError as exc:
