@@ -109,11 +109,10 @@ def check_engine(engine: Any, installed: bool = False, name: str = "engine") -> 
         raise ValueError(f"{name}=vllm needs vLLM, which is not installed; {INSTALL_HINT}, or {name}=continuous")
 
 
-def make_sampler(team: Any, settings: GenerationSettings, sampling: Any) -> Any:
-    """The :class:`~joy_agents.sampling.base.Sampler` of ``settings.engine`` over ``team``, sampling with
-    ``sampling`` (a :class:`~joy_agents.config.SamplingConfig`). ``continuous`` on a team it cannot batch
-    (:func:`~joy_agents.sampling.continuous.continuous_supported`) makes the ``generate`` sampler, with one
-    warning line saying so."""
+def make_sampler(team: Any, settings: GenerationSettings, sampling: SamplingConfig) -> Sampler:
+    """The :class:`Sampler` of ``settings.engine`` over ``team``, sampling with ``sampling``. ``continuous`` on a team
+    it cannot batch (:func:`~joy_agents.sampling.continuous.continuous_supported`) makes the ``generate`` sampler, with
+    one warning line saying so."""
     if not isinstance(settings, GenerationSettings):
         raise TypeError(f"settings must be a GenerationSettings, got {type(settings).__name__}")
     if settings.engine == "vllm":
