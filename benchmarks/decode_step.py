@@ -6,10 +6,10 @@ A team's roles share one base and hold one LoRA adapter each. A decode step of `
 * ``base``: the adapters off (the floor);
 * ``peft_one_adapter``: one role's adapter active in PEFT (the step of the per-role engine);
 * ``peft_mixed``: each row through its own role's adapter by PEFT's ``adapter_names=`` (rows of every role);
-* ``stacked_one_role`` / ``stacked_mixed``: :class:`~joy_agents.stacked_lora.StackedLoRA`, the continuous
+* ``stacked_one_role`` / ``stacked_mixed``: :class:`~joy_agents.sampling.stacked_lora.StackedLoRA`, the continuous
   engine's way, with all rows of one role and with rows of every role.
 
-For each: ``kernels`` (aten operators that compute, counted by :class:`~joy_agents.engine_stats.KernelCounter`;
+For each: ``kernels`` (aten operators that compute, counted by :class:`~joy_agents.sampling.stats.KernelCounter`;
 on a GPU about one launch each, and a small model's step is bound by launches) and ``ms`` (median wall time of
 ``--steps`` steps, after a warm-up). The counts do not depend on the machine; the times are measured in this one
 run. ``adapter_kernels_per_layer`` is each way's count above ``base``, per decoder layer;
@@ -56,10 +56,10 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from transformers import DynamicCache
 
-    from joy_agents.adapters import _hf_model
-    from joy_agents.engine_stats import KernelCounter
+    from joy_agents.adapters import hf_model
     from joy_agents.policy import TeamConfig, TeamPolicy
-    from joy_agents.stacked_lora import StackedLoRA
+    from joy_agents.sampling.stacked_lora import StackedLoRA
+    from joy_agents.sampling.stats import KernelCounter
     from joy_trainers.sft import resolve_model
 
     torch.manual_seed(args.seed)
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     )
     model = team.model_for(team.roles[0]).eval()
-    config = _hf_model(model).config
+    config = hf_model(model).config
     roles = [team.roles[i % len(team.roles)] for i in range(args.rows)]
     ids = torch.randint(10, int(config.vocab_size), (args.rows, args.context + 1), device=device)
     stack = StackedLoRA(model, tuple(team.roles))
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
         if name == "base":
             return model.disable_adapter(), {}
         if name == "peft_one_adapter":
-            team._activate(roles[0])
+            team.activate(roles[0])
             return torch.no_grad(), {}
         if name == "peft_mixed":
             return torch.no_grad(), {"adapter_names": roles}

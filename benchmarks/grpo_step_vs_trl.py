@@ -7,7 +7,7 @@ ONE optimiser step on all N * G completions (clipped ratio loss, k3 KL to the re
 AdamW, gradient clipping at 1.0).
 
 - **Ours**: :class:`joy_agents.policy.TeamPolicy` (one role, one LoRA adapter, or full weights with
-  ``--no-lora``), sampled by the trainers' continuous engine (:func:`joy_agents.engine.sample_many`: token ids and
+  ``--no-lora``), sampled by the trainers' continuous engine (:func:`joy_agents.sampling.sample_many`: token ids and
   sampling-time log-probs, each prompt prefilled once for its G samples, rows leaving at their stop), then
   :func:`joy_trainers.losses.group_advantages` and :func:`joy_trainers.rl.policy_update` with the optimiser
   of :func:`joy_trainers.rl.make_optimizers` and, when ``beta > 0``, a :class:`joy_trainers.rl.ReferencePolicy`
@@ -184,7 +184,7 @@ class OurSide:
         """One GRPO step; returns its seconds (total, generate, update, reference) and completion tokens."""
         import torch
 
-        from joy_agents.engine import sample_many
+        from joy_agents.sampling.base import sample_many
         from joy_trainers.losses import group_advantages
         from joy_trainers.rl import policy_update
 

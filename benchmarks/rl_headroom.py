@@ -104,10 +104,11 @@ def play(
     trajectories, the sampled ones and the samples' successes per task."""
     from joy_agents.policy import SamplingConfig, TeamPolicy
     from joy_agents.rollout import RolloutConfig, RolloutEngine
+    from joy_agents.sampling.settings import GenerationSettings
     from joy_env.protocol import TURN_STOP
 
     team = TeamPolicy.load(str(team_dir))
-    config = RolloutConfig(max_cycles=args.max_cycles, max_prompt_tokens=args.max_prompt_tokens)
+    config = RolloutConfig(GenerationSettings(max_cycles=args.max_cycles, max_prompt_tokens=args.max_prompt_tokens))
     engine = RolloutEngine(team, env_id, split, data_seed, config, progress=False, env_kwargs=env_kwargs)
     stop = TURN_STOP
     greedy = engine.run(tasks, SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, stop=stop))

@@ -20,7 +20,7 @@ per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured i
 * ``longest_episode_tokens``: the generated tokens of the longest episode, which decode one after another: no
   engine that decodes a token per row per forward needs fewer decode forwards (compare ``decode_forwards``).
 * Drafts: the continuous engine runs with ``--draft-tokens`` prompt-lookup drafts per row and step while at most
-  ``--draft-max-rows`` rows run (the defaults of ``RolloutConfig``), and again without
+  ``--draft-max-rows`` rows run (the defaults of ``GenerationSettings``), and again without
   (``continuous_no_drafts_*``, whose ``decode_forwards`` is at least ``longest_episode_tokens``);
   ``ratio_drafts_vs_no_drafts`` is their tokens/s ratio, and ``continuous.draft_tokens`` / ``draft_tokens_kept``
   count the drafted tokens and those the samples reproduced.
@@ -75,10 +75,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lora-r", type=int, default=4, help="LoRA rank (the tiny preset's)")
     parser.add_argument(
-        "--draft-tokens", type=int, default=3, help="the continuous engine's drafts per row and step (RolloutConfig)"
+        "--draft-tokens",
+        type=int,
+        default=3,
+        help="the continuous engine's drafts per row and step (GenerationSettings)",
     )
     parser.add_argument(
-        "--draft-max-rows", type=int, default=64, help="rows up to which the engine drafts (RolloutConfig)"
+        "--draft-max-rows", type=int, default=64, help="rows up to which the engine drafts (GenerationSettings)"
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="timed runs of every setting, in turn (each keeps its best time)"
@@ -104,9 +107,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from joy_agents.adapters import meta_team_memory_ratio, parameter_bytes
     from joy_agents.models import resolve_model_path
-    from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+    from joy_agents.policy import TeamConfig, TeamPolicy
     from joy_agents.rollout import RolloutConfig, RolloutEngine
-    from joy_env.protocol import TURN_STOP
+    from joy_agents.sampling.settings import GenerationSettings
     from joy_trainers.sft import resolve_model
 
     if args.threads:
@@ -139,18 +142,19 @@ def main(argv: list[str] | None = None) -> dict:
         }
         _report(result, args.out)
         return result
-    sampling = SamplingConfig(args.temperature, 1.0, args.max_new_tokens, TURN_STOP)
     starts = list(range(args.episodes))
 
     def engine_of(kind: str, draft_tokens: int = 0) -> RolloutEngine:
-        config = RolloutConfig(
-            sampling=sampling,
+        settings = GenerationSettings(
+            max_new_tokens=args.max_new_tokens,
             max_cycles=args.max_cycles,
             max_prompt_tokens=args.max_prompt_tokens,
+            temperature=args.temperature,
             engine=kind,
             draft_tokens=draft_tokens,
             draft_max_rows=args.draft_max_rows,
         )
+        config = RolloutConfig(settings)
         engine = RolloutEngine(team, args.env, "test", args.seed, config, progress=False)
         engine.run(starts[:2])  # warm-up
         return engine

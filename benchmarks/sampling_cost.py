@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
     from joy_agents.rollout import Branch, RolloutConfig, RolloutEngine
+    from joy_agents.sampling.settings import GenerationSettings
     from joy_agents.tiny import build_tiny_model
     from joy_env.protocol import TURN_STOP
     from joy_trainers.presets import TINY_MAX_PROMPT_TOKENS
@@ -57,7 +58,6 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         team = TeamPolicy(TeamConfig(model=str(build_tiny_model()), lora_r=4, lora_alpha=8))
         source = "fresh tiny team (no SFT)"
-    greedy = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, stop=TURN_STOP)
     explore = SamplingConfig(temperature=1.2, max_new_tokens=args.max_new_tokens, stop=TURN_STOP)
     engine = RolloutEngine(
         team,
@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> dict:
         "train",
         0,
         RolloutConfig(
-            sampling=greedy, keep_snapshots=True, max_cycles=args.max_cycles, max_prompt_tokens=TINY_MAX_PROMPT_TOKENS
+            GenerationSettings(
+                max_new_tokens=args.max_new_tokens, max_cycles=args.max_cycles, max_prompt_tokens=TINY_MAX_PROMPT_TOKENS
+            ),
+            keep_snapshots=True,
         ),
         progress=False,
     )

@@ -5,11 +5,14 @@ model and the SFT data.
 ``TeamPolicy`` / ``TeamConfig``   one policy per role: a shared base with one LoRA adapter per role, or
                                   separate models; batched sampling with token ids and log-probs
                                   (:mod:`joy_agents.policy`)
-``SamplingConfig`` / ``Sample``   sampling settings and one sampled completion
+``SamplingConfig`` / ``Sample``   sampling settings of one call and one sampled completion
+``GenerationSettings``            every generation setting of a run (limits, temperature, engine, drafts,
+                                  vLLM options), one default each (:mod:`joy_agents.sampling.settings`)
 ``RolloutEngine``                 many episodes at once, every live turn in one decode batch whatever its
                                   role, env snapshots per node (:mod:`joy_agents.rollout`)
 ``ContinuousSampler``             continuous batching over the team: rows leave at their stop, new requests
-                                  join, one adapter per row (:mod:`joy_agents.engine`)
+                                  join, one adapter per row; it and the other engines' samplers are in
+                                  :mod:`joy_agents.sampling`
 ``Branch``                        a start that restores a snapshot and plays a given sample first
 ``MemoryBank``                    reward-driven memory of one role (``MemoryConfig``), retrieval into
                                   prompts (:mod:`joy_agents.memory`)
@@ -31,7 +34,8 @@ _EXPORTS = {
     "TeamConfig": "joy_agents.policy",
     "SamplingConfig": "joy_agents.policy",
     "Sample": "joy_agents.policy",
-    "ContinuousSampler": "joy_agents.engine",
+    "ContinuousSampler": "joy_agents.sampling.continuous",
+    "GenerationSettings": "joy_agents.sampling.settings",
     "RolloutEngine": "joy_agents.rollout",
     "RolloutConfig": "joy_agents.rollout",
     "Trajectory": "joy_agents.rollout",

@@ -18,7 +18,17 @@ import torch
 
 from joy_agents.config import TeamConfig
 
-__all__ = ["QWEN2_5_0_5B_SHAPE", "attach_role_adapters", "meta_team_memory_ratio", "parameter_bytes"]
+__all__ = [
+    "QWEN2_5_0_5B_SHAPE",
+    "attach_role_adapters",
+    "hf_model",
+    "lora_config",
+    "meta_team_memory_ratio",
+    "parameter_bytes",
+    "quiet_peft",
+    "role_lora_parameters",
+    "vocab_size",
+]
 
 
 def parameter_bytes(*modules: torch.nn.Module) -> int:
@@ -66,11 +76,11 @@ def meta_team_memory_ratio(
     with torch.device("meta"):
         model = Qwen2ForCausalLM(Qwen2Config(**(shape or QWEN2_5_0_5B_SHAPE))).to(getattr(torch, dtype))
         base = parameter_bytes(model)
-        team = attach_role_adapters(model, config.roles, _lora_config(config))
+        team = attach_role_adapters(model, config.roles, lora_config(config))
         return parameter_bytes(team) / base
 
 
-def _lora_config(config: TeamConfig) -> Any:
+def lora_config(config: TeamConfig) -> Any:
     from peft import LoraConfig
 
     return LoraConfig(
@@ -84,7 +94,7 @@ def _lora_config(config: TeamConfig) -> Any:
 
 
 @contextlib.contextmanager
-def _quiet_peft() -> Iterator[None]:
+def quiet_peft() -> Iterator[None]:
     """Hide a transformers deprecation warning that peft triggers (``is_gradient_checkpointing``)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
@@ -100,7 +110,7 @@ def attach_role_adapters(model: torch.nn.Module, roles: Sequence[str], lora_conf
 
     if not roles:
         raise ValueError("attach_role_adapters needs at least one role")
-    with _quiet_peft():
+    with quiet_peft():
         peft_model = get_peft_model(model, copy.deepcopy(lora_config), adapter_name=roles[0])
         for role in roles[1:]:
             peft_model.add_adapter(role, copy.deepcopy(lora_config))
@@ -108,7 +118,7 @@ def attach_role_adapters(model: torch.nn.Module, roles: Sequence[str], lora_conf
     return peft_model
 
 
-def _role_lora_parameters(model: torch.nn.Module, role: str) -> list[torch.nn.Parameter]:
+def role_lora_parameters(model: torch.nn.Module, role: str) -> list[torch.nn.Parameter]:
     """The parameters of adapter ``role`` in every PEFT tuner layer of ``model``."""
     from peft.tuners.tuners_utils import BaseTunerLayer
 
@@ -130,14 +140,14 @@ def _role_lora_parameters(model: torch.nn.Module, role: str) -> list[torch.nn.Pa
     return params
 
 
-def _hf_model(module: torch.nn.Module) -> Any:
+def hf_model(module: torch.nn.Module) -> Any:
     """The underlying transformers model of a PeftModel (or the model itself)."""
     from peft import PeftModel
 
     return module.get_base_model() if isinstance(module, PeftModel) else module
 
 
-def _vocab_size(model: torch.nn.Module) -> int:
+def vocab_size(model: torch.nn.Module) -> int:
     """Rows of ``model``'s input embedding (through a LoRA adapter on the embedding, which wraps it)."""
     embedding = model.get_input_embeddings()
     return int(getattr(embedding, "base_layer", embedding).num_embeddings)

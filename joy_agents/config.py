@@ -1,5 +1,6 @@
 """Settings of the team policy and what it returns: :class:`TeamConfig` (which models, the LoRA setup, the prompt
-style), :class:`SamplingConfig` (temperature, nucleus, token cap, stop texts), one :class:`Sample`, and
+style), :class:`SamplingConfig` (temperature, nucleus, token cap, stop texts; defined with the generation settings
+in :mod:`joy_agents.sampling.settings`), one :class:`Sample`, and
 :func:`prompt_view`, the messages a role's prompt is rendered from in each prompt style.
 
 The user-facing documentation is that of :mod:`joy_agents.policy`, which re-exports these names.
@@ -8,55 +9,28 @@ The user-facing documentation is that of :mod:`joy_agents.policy`, which re-expo
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from joy_env.protocol import ANSWER_END, TOOL_CALL_END
+from joy_agents.sampling.settings import SamplingConfig
 
-__all__ = ["PROMPT_STYLES", "Sample", "SamplingConfig", "TeamConfig", "prompt_view", "with_system_note"]
+__all__ = [
+    "PROMPT_STYLES",
+    "Sample",
+    "SamplingConfig",
+    "TeamConfig",
+    "as_id_list",
+    "as_id_lists",
+    "prompt_view",
+    "with_system_note",
+]
 
 _DTYPES = ("float32", "bfloat16", "float16")
 PROMPT_STYLES = ("full", "compact")
 """How a role's turn is rendered (``TeamConfig.prompt_style``, :func:`prompt_view`)."""
-
-
-@dataclass
-class SamplingConfig:
-    """How to sample completions: temperature (0 = greedy), nucleus ``top_p``, a cap on new tokens, stop texts."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
-    stop: tuple[str, ...] = (ANSWER_END, TOOL_CALL_END)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
-            raise TypeError(f"SamplingConfig.temperature must be a number, got {self.temperature!r}")
-        if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise ValueError(
-                f"SamplingConfig.temperature must be finite and >= 0 (0 = greedy), got {self.temperature!r}"
-            )
-        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)):
-            raise TypeError(f"SamplingConfig.top_p must be a number, got {self.top_p!r}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"SamplingConfig.top_p must be in (0, 1] (1 = no truncation), got {self.top_p!r}")
-        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int):
-            raise TypeError(f"SamplingConfig.max_new_tokens must be an int, got {self.max_new_tokens!r}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"SamplingConfig.max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if isinstance(self.stop, str):
-            raise TypeError(
-                f"SamplingConfig.stop must be a tuple of strings, got the string {self.stop!r}; "
-                f"write stop=({self.stop!r},)"
-            )
-        self.stop = tuple(self.stop)
-        for s in self.stop:
-            if not isinstance(s, str) or not s:
-                raise ValueError(f"SamplingConfig.stop must hold non-empty strings, got {s!r} in {self.stop!r}")
 
 
 def prompt_view(
@@ -191,3 +165,26 @@ class TeamConfig:
         """JSON-ready dict (tuples become lists)."""
         d = dataclasses.asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def as_id_list(name: str, ids: Any) -> list[int]:
+    """``ids`` (a list, tuple or tensor of int token ids) as a list; a TypeError naming ``name`` otherwise."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        raise TypeError(f"{name} must be a list of int token ids, got {ids!r:.80}")
+    return list(ids)
+
+
+def as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int]]:
+    """``seqs`` (a list of token id lists) as lists; a TypeError naming ``name`` otherwise, and a ValueError for an
+    empty item unless ``allow_empty_items``."""
+    if isinstance(seqs, torch.Tensor) or not isinstance(seqs, (list, tuple)):
+        raise TypeError(f"{name} must be a list of token id lists, got {type(seqs).__name__}")
+    out: list[list[int]] = []
+    for i, s in enumerate(seqs):
+        ids = as_id_list(f"{name}[{i}]", s)
+        if not ids and not allow_empty_items:
+            raise ValueError(f"{name}[{i}] is empty; every prompt needs at least one token")
+        out.append(ids)
+    return out

@@ -48,7 +48,7 @@ Sampling (``TeamPolicy.generate``):
   ``max_new_tokens`` (``"length"``). Stop strings that are a single token are extra EOS ids; a stop string
   spelled with several tokens (``</answer>`` in most vocabularies) is matched in the decoded tail of a running
   row, and only of a row whose last token can complete one (it holds the stop's last character,
-  :func:`~joy_agents.decoding.stop_end_candidates`), so few rows are ever decoded. The completion keeps the
+  :func:`~joy_agents.sampling.tokens.stop_end_candidates`), so few rows are ever decoded. The completion keeps the
   token that ended it (the stop text, or the EOS id); when a stop string ends inside a merged token, that whole
   token is kept (no re-tokenisation, so the text may run a few characters past the stop);
 * ``Sample.prompt_ids + Sample.completion_ids`` are exactly the ids fed to and produced by the model; trainers
@@ -74,8 +74,9 @@ rebuilds the same team (for example ``device="cuda"``, ``dtype="bfloat16"``).
 
 Modules: this one holds :class:`TeamPolicy` and re-exports the names in ``__all__``; the settings and the
 ``Sample`` record are in :mod:`joy_agents.config`, the LoRA adapters and memory counts in
-:mod:`joy_agents.adapters`, shared prefill and ``prompt_batches`` in :mod:`joy_agents.prefill`, and the decode
-step (nucleus, log-prob recording, stop rules) in :mod:`joy_agents.decoding`.
+:mod:`joy_agents.adapters`, shared prefill and ``prompt_batches`` in :mod:`joy_agents.prefill`; ``generate`` is
+:func:`joy_agents.sampling.generate.generate`, and the decode step (sampling, log-prob recording, stop rules) is
+:mod:`joy_agents.sampling.tokens`, shared with the other engines (:mod:`joy_agents.sampling`).
 """
 
 from __future__ import annotations
@@ -93,20 +94,28 @@ from typing import Any
 import torch
 
 from joy_agents.adapters import (
-    _hf_model,
-    _lora_config,
-    _quiet_peft,
-    _role_lora_parameters,
-    _vocab_size,
     attach_role_adapters,
+    hf_model,
+    lora_config,
     parameter_bytes,
+    quiet_peft,
+    role_lora_parameters,
+    vocab_size,
 )
 from joy_agents.chat import FittedPrompt, end_of_turn, render_prompt
 from joy_agents.chat import fit_prompt as fit_chat_prompt
-from joy_agents.config import PROMPT_STYLES, Sample, SamplingConfig, TeamConfig, prompt_view, with_system_note
-from joy_agents.decoding import _LogprobRecorder, _StopCriterion, stop_rules
+from joy_agents.config import (
+    PROMPT_STYLES,
+    Sample,
+    SamplingConfig,
+    TeamConfig,
+    as_id_lists,
+    prompt_view,
+    with_system_note,
+)
 from joy_agents.models import resolve_model_path
 from joy_agents.prefill import PromptLayout, plain_layout, prefill_shared, prompt_layout
+from joy_agents.sampling.generate import generate
 from joy_agents.weight_files import check_weights_dir
 
 __all__ = [
@@ -122,27 +131,6 @@ __all__ = [
 
 _TEAM_FILE = "team.json"
 _TEAM_FORMAT = "joy_agents.team/1"
-
-
-def _as_id_list(name: str, ids: Any) -> list[int]:
-    """``ids`` (a list, tuple or tensor of int token ids) as a list; a TypeError naming ``name`` otherwise."""
-    if isinstance(ids, torch.Tensor):
-        ids = ids.tolist()
-    if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
-        raise TypeError(f"{name} must be a list of int token ids, got {ids!r:.80}")
-    return list(ids)
-
-
-def _as_id_lists(name: str, seqs: Any, allow_empty_items: bool) -> list[list[int]]:
-    if isinstance(seqs, torch.Tensor) or not isinstance(seqs, (list, tuple)):
-        raise TypeError(f"{name} must be a list of token id lists, got {type(seqs).__name__}")
-    out: list[list[int]] = []
-    for i, s in enumerate(seqs):
-        ids = _as_id_list(f"{name}[{i}]", s)
-        if not ids and not allow_empty_items:
-            raise ValueError(f"{name}[{i}] is empty; every prompt needs at least one token")
-        out.append(ids)
-    return out
 
 
 class TeamPolicy:
@@ -165,6 +153,9 @@ class TeamPolicy:
         self._models: dict[str, torch.nn.Module] = {}
         self._shared: Any = None  # PeftModel holding the shared roles' adapters (use_lora only)
         self._shared_roles = tuple(r for r in config.roles if r not in config.separate_models)
+        self.vllm_engine: Any = None
+        """The team's vLLM engine once the ``vllm`` engine sampled it (:func:`joy_agents.sampling.vllm.vllm_engine`),
+        kept for every later rollout of the run."""
 
         def load(path: str) -> torch.nn.Module:
             m = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=self._torch_dtype)
@@ -212,7 +203,7 @@ class TeamPolicy:
         self._lora_params: dict[str, list[torch.nn.Parameter]] = {}
         if config.use_lora:
             for role in config.roles:
-                params = _role_lora_parameters(self._models[role], role)
+                params = role_lora_parameters(self._models[role], role)
                 if not params:
                     raise ValueError(
                         f"role {role!r} got no LoRA parameters: none of lora_target_modules "
@@ -248,11 +239,11 @@ class TeamPolicy:
         """LoRA adapters for ``roles`` on ``model``: saved ones from adapters_dir, else fresh."""
         dirs = [saved(r) for r in roles]
         if dirs[0] is None:
-            peft_model = attach_role_adapters(model, roles, _lora_config(self.config))
+            peft_model = attach_role_adapters(model, roles, lora_config(self.config))
         else:
             from peft import PeftModel
 
-            with _quiet_peft():
+            with quiet_peft():
                 peft_model = PeftModel.from_pretrained(model, dirs[0], adapter_name=roles[0], is_trainable=True)
                 for role, d in zip(roles[1:], dirs[1:], strict=True):
                     peft_model.load_adapter(d, adapter_name=role, is_trainable=True)
@@ -269,43 +260,52 @@ class TeamPolicy:
     def roles(self) -> tuple[str, ...]:
         return self.config.roles
 
-    def _check_role(self, role: str) -> None:
+    def check_role(self, role: str) -> None:
+        """A KeyError naming the team's roles unless ``role`` is one of them."""
         if role not in self._models:
             raise KeyError(f"unknown role {role!r}; this team has roles {list(self.config.roles)}")
 
     def tokenizer_for(self, role: str) -> Any:
         """The tokenizer of ``role`` (the shared one unless the role's separate model ships its own)."""
-        self._check_role(role)
+        self.check_role(role)
         return self._tokenizers[role]
 
     def model_for(self, role: str) -> torch.nn.Module:
         """The module that runs ``role``. Shared-base roles return the SAME PeftModel: activate the role first
         (``use_role``) before calling it directly."""
-        self._check_role(role)
+        self.check_role(role)
         return self._models[role]
 
-    def _activate(self, role: str) -> torch.nn.Module:
-        self._check_role(role)
+    def activate(self, role: str) -> torch.nn.Module:
+        """Make ``role``'s adapter the active one of its model (every role's adapter stays trainable); returns the
+        module that runs ``role``. :meth:`use_role` restores the previous one afterwards."""
+        self.check_role(role)
         model = self._models[role]
         if model is self._shared and self._shared.active_adapter != role:
             self._shared.set_adapter(role)
             self._enable_all_lora_grads()  # peft freezes inactive adapters; keep every role trainable
         return model
 
+    @property
+    def shared_model(self) -> Any:
+        """The ``PeftModel`` holding the adapters of the roles that share the base model (None without LoRA or
+        when every role has a separate model)."""
+        return self._shared
+
     @contextlib.contextmanager
     def use_role(self, role: str) -> Iterator[torch.nn.Module]:
         """Context manager: the role's adapter is active inside; yields its module; restores the previous one."""
-        self._check_role(role)
+        self.check_role(role)
         previous = self._shared.active_adapter if self._shared is not None else None
         try:
-            yield self._activate(role)
+            yield self.activate(role)
         finally:
             if previous is not None:
-                self._activate(previous)
+                self.activate(previous)
 
     def trainable_parameters(self, role: str) -> list[torch.nn.Parameter]:
         """Only ``role``'s trainable parameters: its LoRA weights, or its whole model without LoRA."""
-        self._check_role(role)
+        self.check_role(role)
         if self.config.use_lora:
             return list(self._lora_params[role])
         return list(self._models[role].parameters())
@@ -332,7 +332,9 @@ class TeamPolicy:
         return fit_chat_prompt(self.tokenizer_for(role), with_system_note(messages, note), tools, max_tokens)
 
     # ------------------------------------------------------------------ ids
-    def _eos_ids(self, role: str) -> list[int]:
+    def eos_ids(self, role: str) -> list[int]:
+        """The ids that end ``role``'s turns: its tokenizer's EOS, the chat template's end of turn and the
+        model's ``generation_config`` EOS ids."""
         ids: set[int] = set()
         tok = self._tokenizers[role]
         if tok.eos_token_id is not None:
@@ -340,7 +342,7 @@ class TeamPolicy:
         end = end_of_turn(tok)  # the template's end of a turn, whatever the tokenizer calls EOS
         if end and tok.convert_tokens_to_ids(end) is not None:
             ids.add(int(tok.convert_tokens_to_ids(end)))
-        gen_eos = getattr(_hf_model(self._models[role]).generation_config, "eos_token_id", None)
+        gen_eos = getattr(hf_model(self._models[role]).generation_config, "eos_token_id", None)
         if gen_eos is not None:
             ids.update(int(t) for t in ([gen_eos] if isinstance(gen_eos, int) else gen_eos))
         return sorted(ids)
@@ -349,9 +351,11 @@ class TeamPolicy:
         layout = plain_layout(seqs, pad_id, self.device)
         return layout.ids, layout.mask, layout.positions
 
-    def _check_ids(self, role: str, seqs: list[list[int]], extra: int = 0) -> None:
-        cfg = _hf_model(self._models[role]).config
-        vocab = _vocab_size(self._models[role])
+    def check_ids(self, role: str, seqs: list[list[int]], extra: int = 0) -> None:
+        """A ValueError unless every id of ``seqs`` is in ``role``'s vocabulary and the longest sequence plus
+        ``extra`` tokens fits the model's positions."""
+        cfg = hf_model(self._models[role]).config
+        vocab = vocab_size(self._models[role])
         top = max((max(s) for s in seqs if s), default=0)
         low = min((min(s) for s in seqs if s), default=0)
         if top >= vocab or low < 0:
@@ -368,106 +372,9 @@ class TeamPolicy:
     def generate(
         self, role: str, prompts: list[list[int]], config: SamplingConfig, num_samples: int = 1
     ) -> list[list[Sample]]:
-        """Sample ``num_samples`` completions of every prompt with ``role``'s policy in ONE generate call."""
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
-
-        self._check_role(role)
-        if not isinstance(config, SamplingConfig):
-            raise TypeError(f"config must be a SamplingConfig, got {type(config).__name__}")
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
-        prompts = _as_id_lists("prompts", prompts, allow_empty_items=False)
-        if not prompts:
-            return []
-        self._check_ids(role, prompts, extra=config.max_new_tokens)
-
-        model = self._activate(role)
-        hf = _hf_model(model)
-        tok = self._tokenizers[role]
-        eos_ids = self._eos_ids(role)
-        pad_id = int(tok.pad_token_id)
-        rules = stop_rules(tok, eos_ids, config.stop)
-        end_ids, text_stops = sorted(rules.end_ids), rules.text_stops
-
-        rows = [p for p in prompts for _ in range(num_samples)]
-        # a prompt repeated (G samples, or G episodes at the same turn) and the common start of all prompts
-        # (a role's system prompt and tools) are prefilled once and their KV cache copied to the rows
-        layout = prompt_layout(rows, pad_id, self.device) if self.config.share_prefix else None
-        if layout is None:
-            input_ids, attention_mask, _ = self._left_pad(rows, pad_id)
-        else:
-            input_ids, attention_mask = layout.ids[layout.index], layout.mask[layout.index]
-        prompt_len = input_ids.shape[1]
-        recorder = _LogprobRecorder(config.temperature, config.top_p)
-        vocab = _vocab_size(self._models[role])
-        criterion = _StopCriterion(tok, end_ids, text_stops, prompt_len, len(rows), input_ids.device, vocab)
-        sampling = config.temperature > 0
-        gen_kwargs: dict[str, Any] = dict(
-            max_new_tokens=config.max_new_tokens,
-            do_sample=sampling,
-            num_beams=1,
-            use_cache=True,
-            eos_token_id=end_ids or None,
-            pad_token_id=pad_id,
-            return_dict_in_generate=False,
-        )
-        if sampling:  # temperature / top-p are applied by the recorder; disable the library's warpers
-            gen_kwargs.update(temperature=1.0, top_k=0, top_p=1.0)
-        gen_config = GenerationConfig(**gen_kwargs)
-
-        saved_config, was_training = hf.generation_config, model.training
-        # the model's own generation_config may carry sampling defaults (top_k, repetition_penalty, ...) that
-        # generate() would merge into ours; swap in an empty one so only SamplingConfig decides
-        hf.generation_config = GenerationConfig(eos_token_id=end_ids or None, pad_token_id=pad_id)
-        try:
-            model.eval()
-            with torch.no_grad():
-                extra: dict[str, Any] = {}
-                if layout is not None:
-                    cache, arg = prefill_shared(model, layout)
-                    extra[arg] = cache
-                sequences = model.generate(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    generation_config=gen_config,
-                    logits_processor=LogitsProcessorList([recorder]),
-                    stopping_criteria=StoppingCriteriaList([criterion]),
-                    **extra,
-                )
-        finally:
-            hf.generation_config = saved_config
-            model.train(was_training)
-
-        new_tokens = sequences[:, prompt_len:]
-        logprobs = recorder.finish(new_tokens).cpu()
-        steps = new_tokens.shape[1]
-        stop_len = criterion.stop_len.cpu()
-        lengths = torch.where(stop_len >= 0, stop_len, torch.full_like(stop_len, steps)).tolist()
-        stopped = (stop_len >= 0).tolist()
-        tokens = new_tokens.cpu().tolist()
-        lp_rows = logprobs.tolist()
-        completions = [tokens[r][: lengths[r]] for r in range(len(rows))]
-        texts = tok.batch_decode(
-            [[t for t in c if t not in rules.hidden] for c in completions],
-            skip_special_tokens=False,
-            clean_up_tokenization_spaces=False,
-        )
-        out: list[list[Sample]] = []
-        for i, prompt in enumerate(prompts):
-            group = []
-            for j in range(num_samples):
-                r = i * num_samples + j
-                group.append(
-                    Sample(
-                        prompt_ids=list(prompt),
-                        completion_ids=completions[r],
-                        logprobs=lp_rows[r][: lengths[r]],
-                        text=texts[r],
-                        finish_reason="stop" if stopped[r] else "length",
-                    )
-                )
-            out.append(group)
-        return out
+        """Sample ``num_samples`` completions of every prompt with ``role``'s policy in ONE ``model.generate``
+        call; ``result[i][j]`` is sample ``j`` of prompt ``i`` (:func:`joy_agents.sampling.generate.generate`)."""
+        return generate(self, role, prompts, config, num_samples)
 
     # ------------------------------------------------------------------ teacher forcing
     def logprobs(
@@ -488,11 +395,11 @@ class TeamPolicy:
         row runs its completion on a copy of the KV cache: the same log-probs (within float rounding) and
         gradients, in less compute. :func:`prompt_batches` puts rows of the same prompt in the same batch.
         """
-        self._check_role(role)
+        self.check_role(role)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-        prompts = _as_id_lists("prompt_ids", prompt_ids, allow_empty_items=False)
-        completions = _as_id_lists("completion_ids", completion_ids, allow_empty_items=True)
+        prompts = as_id_lists("prompt_ids", prompt_ids, allow_empty_items=False)
+        completions = as_id_lists("completion_ids", completion_ids, allow_empty_items=True)
         if len(prompts) != len(completions):
             raise ValueError(
                 f"prompt_ids has {len(prompts)} rows but completion_ids has {len(completions)}; give one "
@@ -505,8 +412,8 @@ class TeamPolicy:
         if longest == 0:
             return [torch.zeros(0, device=self.device) for _ in prompts]
         seqs = [p + c for p, c in zip(prompts, completions, strict=True)]
-        self._check_ids(role, seqs)
-        model = self._activate(role)
+        self.check_ids(role, seqs)
+        model = self.activate(role)
         pad_id = int(self._tokenizers[role].pad_token_id)
         share = self.config.share_prefix if share_prefix is None else share_prefix
         layout = prompt_layout(prompts, pad_id, self.device) if share else None
@@ -563,7 +470,7 @@ class TeamPolicy:
             os.makedirs(d, exist_ok=True)
             model = self._models[role]
             if self.config.use_lora:
-                self._save_adapter(model, role, d)
+                self.save_adapter(model, role, d)
             else:
                 model.save_pretrained(d)
                 self._tokenizers[role].save_pretrained(d)
@@ -575,7 +482,9 @@ class TeamPolicy:
             json.dump({"format": _TEAM_FORMAT, "config": cfg}, f, indent=2, sort_keys=True)
 
     @staticmethod
-    def _save_adapter(peft_model: Any, role: str, directory: str) -> None:
+    def save_adapter(peft_model: Any, role: str, directory: str) -> None:
+        """Write ``role``'s LoRA adapter of ``peft_model`` into ``directory`` (PEFT's format: safetensors weights
+        and ``adapter_config.json``)."""
         from peft import get_peft_model_state_dict
         from safetensors.torch import save_file
 

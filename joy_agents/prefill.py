@@ -16,11 +16,12 @@ from typing import Any
 
 import torch
 
-from joy_agents.adapters import _hf_model
+from joy_agents.adapters import hf_model
 
 __all__ = [
     "MIN_SHARED_PREFIX",
     "PromptLayout",
+    "cache_argument",
     "common_prefix_length",
     "plain_layout",
     "prefill_shared",
@@ -124,7 +125,7 @@ def plain_layout(rows: Sequence[Sequence[int]], pad_id: int, device: torch.devic
 
 
 @functools.cache
-def _cache_argument(model_class: type) -> str:
+def cache_argument(model_class: type) -> str:
     """The name of ``model_class.forward``'s KV-cache argument: ``cache`` in newer transformers, before that
     ``past_key_values``."""
     import inspect
@@ -142,8 +143,8 @@ def prefill_shared(model: torch.nn.Module, layout: PromptLayout) -> tuple[Any, s
     common prefix for one row, then each distinct prompt's rest, then the KV cache copied out to the batch's
     rows (``layout.index``). Returns ``(cache, name of the model's cache argument)``. Gradients flow through the
     cache when enabled, so a loss on the rows reaches the shared tokens' computation once per row."""
-    hf = _hf_model(model)
-    arg = _cache_argument(type(hf))
+    hf = hf_model(model)
+    arg = cache_argument(type(hf))
     width, common, n_unique = layout.ids.shape[1], layout.common, layout.ids.shape[0]
     cache = None
     if common > 0:

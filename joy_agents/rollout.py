@@ -1,16 +1,15 @@
 """The rollout engine: many episodes at once, every live episode's turn in one decode batch.
 
 ``RolloutEngine(policy, env_id, split).run(starts)`` (``env_kwargs``: the env's task-source options, e.g.
-``{"source": "tau2"}``) plays one episode per start (a task index or an
-``EnvSnapshot`` to branch from) over its own env clones. With the default ``continuous`` engine
-(:mod:`joy_agents.engine`) the pending turn of every running episode, whatever its role, decodes in one batch
-(each row through its role's adapter); a turn that ends is applied to its env at once and the episode's next
-turn joins the batch while the others go on decoding. With ``RolloutConfig(engine="generate")`` each step
-groups the pending turns by role and sends each role's prompts through one ``policy.generate`` call. Each
-agent turn becomes a :class:`Node` holding the role, the prompt and completion token ids, the per-token
-log-probs, the text sent to the env, what the role received since its previous turn (``incoming``) and,
-optionally, the env snapshot taken just before the turn (for node-wise branching). When an episode ends its
-:class:`Trajectory` gets the env's reward breakdown; ``node.reward`` is the team reward R and
+``{"source": "tau2"}``) plays one episode per start (a task index or an ``EnvSnapshot`` to branch from) over its
+own env clones, with the :class:`~joy_agents.sampling.settings.GenerationSettings` of its :class:`RolloutConfig`.
+It makes the settings' sampler (:func:`~joy_agents.sampling.base.make_sampler`), submits the pending turn of
+every episode, and steps the sampler; each turn that comes back is applied to its env at once and the episode's
+next turn is submitted, while the others go on (the path of one decode step down to the model:
+:mod:`joy_agents.sampling`). Each agent turn becomes a :class:`Node` holding the role, the prompt and completion
+token ids, the per-token log-probs, the text sent to the env, what the role received since its previous turn
+(``incoming``) and, optionally, the env snapshot taken just before the turn (for node-wise branching). When an
+episode ends its :class:`Trajectory` gets the env's reward breakdown; ``node.reward`` is the team reward R and
 ``node.breakdown`` the node's own record (format, R_F and R_E shares).
 
 Token ids are never re-derived from text: what the policy produced is what trainers get.
@@ -24,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import joy_env
-from joy_agents.engine import ENGINES, ContinuousSampler, EngineStats, _check_count, continuous_supported
+from joy_agents.config import Sample, SamplingConfig
 from joy_agents.memory import render_memories
-from joy_agents.policy import Sample, SamplingConfig
-from joy_agents.vllm_engine import VLLMConfig, VLLMSampler
+from joy_agents.sampling.base import make_sampler
+from joy_agents.sampling.settings import GenerationSettings
+from joy_agents.sampling.stats import EngineStats
 from joy_env.env import EnvSnapshot
-from joy_env.protocol import TURN_STOP, clip
+from joy_env.protocol import clip
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Node:
     role_turn: int = 0
     """How many turns the role had taken before this one in its own conversation."""
     prompt_truncated: bool = False
-    """Whether the prompt was cut to ``RolloutConfig.max_prompt_tokens`` (its oldest turns left out)."""
+    """Whether the prompt was cut to ``GenerationSettings.max_prompt_tokens`` (its oldest turns left out)."""
     incoming: str = ""
     """What the role received since its previous turn (:func:`incoming_text`): at its first turn its request or
     sub-query, then tool results, sub-agents' answers, format errors, a customer's replies."""
@@ -98,55 +98,22 @@ class Trajectory:
 
 @dataclass
 class RolloutConfig:
-    """How the engine samples."""
+    """How the engine plays episodes: the generation settings, passed whole, and what it keeps."""
 
-    sampling: SamplingConfig = field(
-        default_factory=lambda: SamplingConfig(temperature=0.0, max_new_tokens=160, stop=TURN_STOP)
-    )
-    """Sampling of every role (greedy by default). Turns end at ``</answer>`` or the end-of-turn token, so
-    a turn may hold several tool calls."""
-    max_prompt_tokens: int = 3072
-    """Longer prompts leave out their oldest turns, never the system prompt, the tools or the request
-    (:func:`joy_agents.chat.fit_prompt`); such nodes have ``prompt_truncated``."""
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    """Tokens per turn, turns per episode, prompt tokens kept, the temperature of the turns (greedy by default;
+    :meth:`RolloutEngine.run` may take its own sampling) and the engine with its options. Turns end at
+    ``</answer>`` or the end-of-turn token, so a turn may hold several tool calls."""
     keep_snapshots: bool = False
     """Store the env snapshot before each node (needed for node-wise branching)."""
-    max_cycles: int = 24
-    """Agent turns per episode before truncation."""
     memory_time: int = 0
     """Current time (training step) for memory retrieval's decay term."""
-    engine: str = "continuous"
-    """Generation engine: ``continuous`` (every live episode's turn in one decode batch whatever its role, rows
-    leaving and joining as turns end, :mod:`joy_agents.engine`) or ``generate`` (one ``generate`` call per role
-    per step, every call running to its slowest row) or ``vllm`` (every pending turn in one vLLM call per tick,
-    :mod:`joy_agents.vllm_engine`; needs vLLM and a team of LoRA adapters). ``continuous`` falls back to
-    ``generate`` for a model whose cache it cannot rearrange (:func:`~joy_agents.engine.continuous_supported`)."""
-    max_batch_rows: int = 256
-    """Rows decoded together per model by the ``continuous`` engine; further turns wait for a free row."""
-    prefix_tokens: int = 32768
-    """Tokens of finished turns whose KV cache the ``continuous`` engine keeps, so that an episode's next turn of
-    the same role and prompts with the same start prefill only what is new (0: keep none)."""
-    draft_tokens: int = 3
-    """Tokens the ``continuous`` engine drafts per row and step by prompt lookup (:mod:`joy_agents.drafts`): the
-    model checks a row's next token and its draft in one forward and keeps the drafted tokens its own samples
-    reproduce, so outputs and log-probs are those of plain decoding in fewer forwards (0: no drafts)."""
-    draft_max_rows: int = 64
-    """The ``continuous`` engine drafts only while a model decodes at most this many rows: a wide enough batch
-    fills a forward by itself, and drafted positions would add to its cost (the long tail of a rollout, a few long
-    episodes decoding alone, is where drafts pay most). Measured on a CPU only (docs/results.md); on a GPU the
-    best value depends on the model."""
-    vllm: VLLMConfig = field(default_factory=VLLMConfig)
-    """How the ``vllm`` engine is built (used the first time a team is sampled with it)."""
 
     def __post_init__(self) -> None:
-        if self.max_prompt_tokens < 16:
-            raise ValueError(f"max_prompt_tokens must be >= 16, got {self.max_prompt_tokens}")
-        if not isinstance(self.vllm, VLLMConfig):
-            raise TypeError(f"RolloutConfig.vllm must be a VLLMConfig, got {type(self.vllm).__name__}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
-        _check_count("max_batch_rows", self.max_batch_rows, 1)
-        _check_count("draft_tokens", self.draft_tokens, 0, " (0: no drafts)")
-        _check_count("draft_max_rows", self.draft_max_rows, 1)
+        if not isinstance(self.generation, GenerationSettings):
+            raise TypeError(
+                f"RolloutConfig.generation must be a GenerationSettings, got {type(self.generation).__name__}"
+            )
 
 
 class RolloutEngine:
@@ -175,19 +142,20 @@ class RolloutEngine:
         """Task-source options of ``joy_env.make`` (e.g. ``{"source": "tau2"}``)."""
         rewards = {"reward_config": reward_config} if reward_config is not None else {}
         self.prototype = joy_env.make(
-            env_id, split=split, seed=seed, max_cycles=self.config.max_cycles, **self.env_kwargs, **rewards
+            env_id, split=split, seed=seed, max_cycles=self.config.generation.max_cycles, **self.env_kwargs, **rewards
         )
         self.progress = progress
         self._pool: list[Any] = []
         self.last_truncated = False
         self.stats: EngineStats | None = None
-        """What the continuous engine computed in the last :meth:`run` (None after a per-role run)."""
+        """What the sampler computed in the last :meth:`run`."""
 
     def _env(self, i: int) -> Any:
         """The i-th env of the pool (envs share the prototype's read-only world)."""
         while len(self._pool) <= i:
             proto = self.prototype
-            self._pool.append(joy_env.JoyEnv(proto.world, self.split, self.config.max_cycles, proto.reward_config))
+            cycles = self.config.generation.max_cycles
+            self._pool.append(joy_env.JoyEnv(proto.world, self.split, cycles, proto.reward_config))
         return self._pool[i]
 
     def prompt(self, env: Any, role: str) -> tuple[list[int], tuple[int, ...], str | None]:
@@ -208,16 +176,18 @@ class RolloutEngine:
                 if bank.config.reuse_similarity is not None and sim >= bank.config.reuse_similarity:
                     reuse = best.action
                 note = render_memories([e for e, _ in found])
-        fitted = self.policy.fit_prompt(role, messages, info["tools"] or None, self.config.max_prompt_tokens, note)
+        limit = self.config.generation.max_prompt_tokens
+        fitted = self.policy.fit_prompt(role, messages, info["tools"] or None, limit, note)
         self.last_truncated = fitted.truncated
         return fitted.ids, memory_ids, reuse
 
     def run(
         self, starts: Sequence[int | EnvSnapshot | Branch], sampling: SamplingConfig | None = None
     ) -> list[Trajectory]:
-        """Play one episode per start (a task index, a snapshot, or a :class:`Branch`); returns the
-        trajectories in the order of ``starts``. A branch's trajectory starts with its forced node."""
-        sampling = sampling or self.config.sampling
+        """Play one episode per start (a task index, a snapshot, or a :class:`Branch`) with ``sampling`` (default:
+        the settings' own, :meth:`GenerationSettings.sampling`); returns the trajectories in the order of
+        ``starts``. A branch's trajectory starts with its forced node."""
+        sampling = sampling or self.config.generation.sampling()
         envs = []
         nodes: list[list[Node]] = []
         for i, start in enumerate(starts):
@@ -236,10 +206,7 @@ class RolloutEngine:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(envs), desc=f"rollout {self.split}", unit="ep")
-        if self.config.engine == "vllm" or (self.config.engine == "continuous" and continuous_supported(self.policy)):
-            self._run_continuous(envs, nodes, sampling, bar)
-        else:
-            self._run_per_role(envs, nodes, sampling, bar)
+        self._play(envs, nodes, sampling, bar)
         if bar is not None:
             bar.close()
         return [self._trajectory(env, ns) for env, ns in zip(envs, nodes, strict=True)]
@@ -253,21 +220,11 @@ class RolloutEngine:
             env.step(None)
         return None
 
-    def _run_continuous(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
-        """Every episode's pending turn in the continuous engine: a finished turn is applied at once and the
-        episode's next turn joins the running batch (with ``vllm``: the next tick's call)."""
-        sampler: ContinuousSampler | VLLMSampler
-        if self.config.engine == "vllm":
-            sampler = VLLMSampler(self.policy, sampling, self.config.vllm)
-        else:
-            sampler = ContinuousSampler(
-                self.policy,
-                sampling,
-                max_rows=self.config.max_batch_rows,
-                prefix_tokens=self.config.prefix_tokens,
-                draft_tokens=self.config.draft_tokens,
-                draft_max_rows=self.config.draft_max_rows,
-            )
+    def _play(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
+        """Every episode's pending turn submitted to the sampler; a finished turn is applied at once and the
+        episode's next turn submitted (it joins the running batch of the ``continuous`` engine, the next step's
+        calls of the others)."""
+        sampler = make_sampler(self.policy, self.config.generation, sampling)
         self.stats = sampler.stats
 
         def advance(i: int) -> None:
@@ -288,38 +245,6 @@ class RolloutEngine:
                 for (i, memory_ids, cut), sample in sampler.step():
                     self._apply(envs[i], envs[i].agent_selection, sample, nodes[i], memory_ids, cut)
                     advance(i)
-
-    def _run_per_role(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
-        """Steps of one ``generate`` call per role over the episodes waiting on that role."""
-        self.stats = None
-        done = [False] * len(envs)
-        while not all(done):
-            pending: dict[str, list[int]] = defaultdict(list)
-            for i, env in enumerate(envs):
-                if done[i]:
-                    continue
-                role = self._next_turn(env)
-                if role is None:
-                    done[i] = True
-                    if bar is not None:
-                        bar.update(1)
-                    continue
-                pending[role].append(i)
-            for role, idx in pending.items():
-                prompts, shown, todo, cut = [], [], [], []
-                for i in idx:
-                    ids, memory_ids, reuse = self.prompt(envs[i], role)
-                    if reuse is not None:
-                        self._apply(envs[i], role, _reused(ids, reuse), nodes[i], memory_ids, self.last_truncated)
-                        continue
-                    prompts.append(ids)
-                    shown.append(memory_ids)
-                    todo.append(i)
-                    cut.append(self.last_truncated)
-                # one generate per role: equal prompts (G episodes of a task at the same turn) are prefilled once
-                samples = self.policy.generate(role, prompts, sampling, num_samples=1) if prompts else []
-                for i, group, memory_ids, c in zip(todo, samples, shown, cut, strict=True):
-                    self._apply(envs[i], role, group[0], nodes[i], memory_ids, c)
 
     def _apply(
         self,

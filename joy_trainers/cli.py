@@ -34,8 +34,8 @@ import yaml
 
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
-from joy_agents.rollout import ENGINES
-from joy_agents.vllm_engine import INSTALL_HINT, VLLMConfig, vllm_available
+from joy_agents.sampling.base import check_engine
+from joy_agents.sampling.settings import ENGINES, GenerationSettings
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import (
@@ -47,7 +47,8 @@ from joy_trainers.checks import (
     team_roles,
 )
 from joy_trainers.errors import UsageError
-from joy_trainers.evaluation import eval_limits, evaluate_team
+from joy_trainers.evaluation import evaluate_team
+from joy_trainers.generation import saved_settings
 from joy_trainers.joyagents_grpo import memory_config_of
 from joy_trainers.options import options_text, rename_old_options
 from joy_trainers.rl.start import register_sft_run
@@ -261,19 +262,19 @@ def eval_main(argv: list[str] | None = None) -> None:
         "--engine",
         default=None,
         choices=ENGINES,
-        help="generation engine (default: the run's rollout_engine, else continuous)",
+        help="generation engine (default: the run's)",
     )
     parser.add_argument(
         "--draft-tokens",
         type=_nonnegative,
         default=None,
-        help="tokens the continuous engine drafts per row and step, 0: none (default: the run's draft_tokens, else 3)",
+        help="tokens the continuous engine drafts per row and step, 0: none (default: the run's)",
     )
     parser.add_argument(
         "--draft-max-rows",
         type=_positive,
         default=None,
-        help="drafts only while at most this many rows decode (default: the run's draft_max_rows, else 64)",
+        help="drafts only while at most this many rows decode (default: the run's)",
     )
     parser.add_argument(
         "--env-kwargs",
@@ -291,8 +292,9 @@ def eval_main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--temperature",
         type=_temperature,
-        default=0.0,
-        help="sampling temperature of every turn, 0: greedy (default 0; trials of greedy play are identical)",
+        default=None,
+        help="sampling temperature of every turn, 0: greedy (default: the run's, greedy; trials of greedy play are "
+        "identical)",
     )
     args = parser.parse_args(argv)
     _run("joy-eval", lambda: _evaluate(args))
@@ -338,28 +340,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     )
     check_team_roles(team_roles(run / "team"), envs[args.split], env_id, env_kwargs, f"run directory {run}")
     tasks = args.tasks or cfg.get("eval_tasks") or 200
-    try:
-        limits = eval_limits(cfg)  # the view the team was trained and evaluated on
-    except ValueError as exc:
-        raise UsageError(f"{run}/results.json: {exc}") from None
-    engine = args.engine or cfg.get("rollout_engine") or "continuous"
-    if engine not in ENGINES:
-        raise UsageError(f"{run}/results.json names rollout_engine {engine!r}; pass --engine {'|'.join(ENGINES)}")
-    if engine == "vllm" and not vllm_available():
-        raise UsageError(f"--engine vllm needs vLLM, which is not installed; {INSTALL_HINT}, or --engine continuous")
-    vllm_options = cfg.get("vllm_options") or {}
-    try:
-        if not isinstance(vllm_options, dict):
-            raise ValueError(f"expected an object of VLLMConfig fields, got {vllm_options!r}")
-        VLLMConfig.from_options(vllm_options)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{run}/results.json: vllm_options: {exc}") from None
-    drafts = args.draft_tokens if args.draft_tokens is not None else cfg.get("draft_tokens", 3)
-    if isinstance(drafts, bool) or not isinstance(drafts, int) or drafts < 0:
-        raise UsageError(f"{run}/results.json names draft_tokens {drafts!r}; pass --draft-tokens N (N >= 0)")
-    draft_rows = args.draft_max_rows if args.draft_max_rows is not None else cfg.get("draft_max_rows", 64)
-    if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
-        raise UsageError(f"{run}/results.json names draft_max_rows {draft_rows!r}; pass --draft-max-rows N (N >= 1)")
+    generation = eval_settings(run, saved, args)
     settings = None
     if (run / "memory").is_dir():
         try:
@@ -384,31 +365,49 @@ def _evaluate(args: argparse.Namespace) -> None:
         env_id,
         args.split,
         tasks,
+        settings=generation,
         seed=data_seed_of(cfg),
-        max_new_tokens=limits.max_new_tokens,
-        max_cycles=limits.max_cycles,
-        max_prompt_tokens=limits.max_prompt_tokens,
-        engine=engine,
-        draft_tokens=drafts,
-        draft_max_rows=draft_rows,
-        vllm_options=vllm_options,
         memory=memory,
         env_kwargs=env_kwargs,
         trials=args.trials,
-        temperature=args.temperature,
     )
     out = run / eval_file_name(env_id, env_kwargs, args.split, (run_env, cfg.get("env_kwargs") or {}))
     record: dict[str, Any] = {"env_id": env_id, "env_kwargs": env_kwargs, "split": args.split}
-    if args.trials > 1 or args.temperature > 0:  # a greedy single play keeps the record it always had
-        record.update(trials=args.trials, temperature=args.temperature)
+    if args.trials > 1 or generation.temperature > 0:  # a greedy single play keeps the record it always had
+        record.update(trials=args.trials, temperature=generation.temperature)
     record["metrics"] = metrics
     write_json_atomic(out, record, "the evaluation")
     print(json.dumps(metrics, indent=2))
     if "pass_k" in metrics:
         played = metrics["episodes"] // args.trials
         ks = ", ".join(f"pass^{k} {v:.3f}" for k, v in metrics["pass_k"].items())
-        print(f"{ks} ({played} tasks x {args.trials} trials at temperature {args.temperature:g})")
+        print(f"{ks} ({played} tasks x {args.trials} trials at temperature {generation.temperature:g})")
     print(f"wrote {out}")
+
+
+def eval_settings(run: Path, saved: dict[str, Any], args: argparse.Namespace) -> GenerationSettings:
+    """The generation settings of ``joy-eval``: those the run saved (:func:`~joy_trainers.generation.saved_settings`,
+    the view the team was trained and evaluated on), with the command line's ``--engine``, ``--draft-tokens``,
+    ``--draft-max-rows`` and ``--temperature`` over them; a UsageError naming the problem otherwise."""
+    try:
+        settings = saved_settings(saved)
+    except ValueError as exc:
+        raise UsageError(f"{run}/results.json: {exc}; pass the directory of a finished joy-train run") from None
+    overrides = {
+        name: value
+        for name, value in (
+            ("engine", args.engine),
+            ("draft_tokens", args.draft_tokens),
+            ("draft_max_rows", args.draft_max_rows),
+            ("temperature", args.temperature),
+        )
+        if value is not None
+    }
+    try:
+        check_engine(overrides.get("engine", settings.engine), installed=True, name="--engine")
+        return settings.replace(**overrides)
+    except ValueError as exc:
+        raise UsageError(f"{run}: {exc}") from None
 
 
 def eval_file_name(env_id: str, env_kwargs: dict[str, Any], split: str, run_env: tuple[str, dict[str, Any]]) -> str:

@@ -33,11 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from joy_agents.engine import sample_many
 from joy_agents.memory import MemoryConfig
 from joy_agents.rollout import Branch
+from joy_agents.sampling.base import sample_many
 from joy_trainers import rl
-from joy_trainers.generation import sampling_config
 from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 from joy_trainers.ranges import COUNT_MAX, Range, positive, positive_int, share
 
@@ -174,17 +173,14 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
         initial = engine.run(tasks, state.sampling(cfg.initial_temperature)) if tasks else []
         # the first max_nodes turns of the trained roles: a frozen role's turns (a frozen customer) are never branched
         nodes = [n for t in initial for n in [n for n in t.nodes if n.role not in state.frozen][: cfg.max_nodes]]
-        explore = sampling_config(cfg.generation_limits(), cfg.temperature, cfg.top_p)
+        explore = engine.config.generation.sampling(cfg.temperature, cfg.top_p)
         # the G samples of every node, all roles in the same decode batches (each node's prompt prefilled once)
         samples = sample_many(
             state.team,
             [(n.role, n.prompt_ids) for n in nodes],
             explore,
             cfg.group_size,
-            max_rows=engine.config.max_batch_rows,
-            engine=engine.config.engine,
-            draft_tokens=engine.config.draft_tokens,
-            draft_max_rows=engine.config.draft_max_rows,
+            settings=engine.config.generation,
         )
         branches = [Branch(n.snapshot, s, n.memory_ids) for n, group in zip(nodes, samples, strict=True) for s in group]
         finished = engine.run(branches, state.sampling(cfg.continuation_temperature)) if branches else []

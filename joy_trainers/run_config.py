@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import joy_env
-from joy_agents.rollout import ENGINES
-from joy_agents.vllm_engine import INSTALL_HINT, VLLMConfig, vllm_available
+from joy_agents.sampling.base import check_engine
+from joy_agents.sampling.settings import GenerationSettings, VLLMConfig
 from joy_trainers.checks import env_kwargs_problem
-from joy_trainers.generation import GenerationLimits
+from joy_trainers.generation import run_settings
 from joy_trainers.options import config_from_dict
 from joy_trainers.ranges import Range, check_ranges, count, positive_int, seed_range, tokens
 
@@ -44,21 +44,21 @@ class RunConfig:
     """Split evaluated."""
     eval_baseline: bool = True
     """Also evaluate the starting team (``baseline_metrics``); off when a caller evaluates it once for many runs."""
-    max_new_tokens: int = 128
+    max_new_tokens: int = GenerationSettings.max_new_tokens
     """Cap of generated tokens per agent turn."""
-    rollout_engine: str = "continuous"
-    """Generation engine of the rollouts and of every evaluation (``joy_agents.rollout.RolloutConfig.engine``):
+    rollout_engine: str = GenerationSettings.engine
+    """Generation engine of the rollouts and of every evaluation (``joy_agents.sampling.GenerationSettings.engine``):
     ``continuous`` (every live episode's turn in one decode batch), ``generate`` (one ``generate`` call per role
     per step) or ``vllm`` (needs vLLM and a team of LoRA adapters)."""
     vllm_options: dict[str, Any] = field(default_factory=dict)
-    """How the ``vllm`` engine is built (``joy_agents.vllm_engine.VLLMConfig`` fields), e.g.
+    """How the ``vllm`` engine is built (``joy_agents.sampling.VLLMConfig`` fields), e.g.
     ``--set vllm_options='{"gpu_memory_utilization": 0.5}'``; used with ``rollout_engine=vllm``."""
-    draft_tokens: int = 3
+    draft_tokens: int = GenerationSettings.draft_tokens
     """Tokens the continuous engine drafts per row and step by prompt lookup, checked by the model in the same
-    forward (``joy_agents.rollout.RolloutConfig.draft_tokens``): the same outputs in fewer forwards (0: none)."""
-    draft_max_rows: int = 64
-    """Drafts run only while a model decodes at most this many rows (``RolloutConfig.draft_max_rows``): a step of
-    many rows already keeps the device busy, and its drafted positions would cost more than they save."""
+    forward (``joy_agents.sampling.GenerationSettings.draft_tokens``): the same outputs in fewer forwards (0: none)."""
+    draft_max_rows: int = GenerationSettings.draft_max_rows
+    """Drafts run only while a model decodes at most this many rows (``GenerationSettings.draft_max_rows``): a step
+    of many rows already keeps the device busy, and its drafted positions would cost more than they save."""
     output_dir: str | None = None
     """Run directory; default ``runs/<trainer>-<timestamp>``."""
     overwrite: bool = False
@@ -82,20 +82,11 @@ class RunConfig:
         problem = env_kwargs_problem(self.env_id, self.env_kwargs)
         if problem:
             raise ValueError(problem)
-        if self.rollout_engine not in ENGINES:
-            raise ValueError(
-                f"rollout_engine must be one of {', '.join(ENGINES)}, got {self.rollout_engine!r}; e.g. "
-                "--set rollout_engine=continuous"
-            )
+        check_engine(self.rollout_engine, installed=True, name="rollout_engine")
         try:
             VLLMConfig.from_options(self.vllm_options)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"vllm_options: {exc}") from None
-        if self.rollout_engine == "vllm" and not vllm_available():
-            raise ValueError(
-                f"rollout_engine=vllm needs vLLM, which is not installed; {INSTALL_HINT}, or --set "
-                "rollout_engine=continuous"
-            )
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Any:
@@ -112,6 +103,9 @@ class RunConfig:
             return frozenset()
         return frozenset({customer})
 
-    def generation_limits(self) -> GenerationLimits:
-        """The generation limits of the run's rollouts and evaluations (a trainer's Config defines them)."""
-        raise NotImplementedError(f"{type(self).__name__} must define generation_limits()")
+    def generation_settings(self) -> GenerationSettings:
+        """The generation settings of the run's rollouts and evaluations, written into ``results.json``
+        (``"generation"``): the options above, with the default turns per episode and prompt tokens. A trainer's
+        Config that states its own overrides it (:func:`joy_trainers.generation.run_settings`)."""
+        limits = GenerationSettings()
+        return run_settings(self, max_cycles=limits.max_cycles, max_prompt_tokens=limits.max_prompt_tokens)

@@ -260,9 +260,11 @@ def _first_copy_error(exc: OSError) -> str:
 
 def run_results(trainer: str, cfg: Any, **fields: Any) -> dict[str, Any]:
     """The ``results.json`` block of a run of ``trainer`` with the config dataclass ``cfg``: the trainer, env,
-    evaluated split and seed, then ``fields`` (``steps``, ``wall_s``, ``metrics``, ...), then the config."""
+    evaluated split and seed, then ``fields`` (``steps``, ``wall_s``, ``metrics``, ...), then the generation
+    settings (``cfg.generation_settings()``, which ``joy-eval`` reads back) and the config."""
     head = {"trainer": trainer, "env_id": cfg.env_id, "split": cfg.eval_split, "seed": cfg.seed}
-    return {**head, **fields, "config": dataclasses.asdict(cfg)}
+    generation = cfg.generation_settings().to_dict()
+    return {**head, **fields, "generation": generation, "config": dataclasses.asdict(cfg)}
 
 
 def write_results(run_dir: Path, results: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 import joy_env
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamConfig, TeamPolicy
+from joy_agents.sampling.settings import GenerationSettings
 from joy_agents.sft_data import (
     build_sft_examples,
     conversation_rows,
@@ -47,8 +48,7 @@ from joy_trainers.base import BaseTrainer, Trained
 from joy_trainers.checks import check_domain_weights, check_env_options, check_model, check_sft_sizes
 from joy_trainers.distributed import barrier, is_main, say, world
 from joy_trainers.errors import UsageError
-from joy_trainers.evaluation import sft_limits
-from joy_trainers.generation import GenerationLimits
+from joy_trainers.generation import run_settings, sft_prompt_tokens
 from joy_trainers.presets import SFT_PRESETS
 from joy_trainers.ranges import COUNT_MAX, Range, count, epochs, learning_rate, positive_int, share, tokens
 from joy_trainers.resume_config import check_resume_config, write_config
@@ -141,9 +141,9 @@ class SFTConfig(RunConfig):
     (to ``max_length - max_new_tokens``), so the model is tested on the view it was trained on."""
     warmup_ratio: float = 0.05
     """Share of steps with linear warm-up."""
-    max_new_tokens: int = 160
+    max_new_tokens: int = GenerationSettings.max_new_tokens
     """Cap of generated tokens per agent turn at evaluation (``eval_max_new_tokens`` before 0.2)."""
-    eval_max_cycles: int = 16
+    eval_max_cycles: int = GenerationSettings.max_cycles
     """Agent turns per evaluation episode."""
     baseline_tasks: int | None = None
     """Tasks of the baseline evaluation (the first ones of the same list; default ``eval_tasks``). An
@@ -232,10 +232,11 @@ class SFTConfig(RunConfig):
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
 
-    def generation_limits(self) -> GenerationLimits:
-        """The evaluation's limits: ``max_new_tokens``, ``eval_max_cycles`` and prompts cut to the view the team
-        trained on (``max_length - max_new_tokens``)."""
-        return sft_limits(self.max_new_tokens, self.eval_max_cycles, self.max_length)
+    def generation_settings(self) -> GenerationSettings:
+        """The evaluation's settings: ``max_new_tokens``, ``eval_max_cycles``, prompts cut to the view the team
+        trained on (``max_length - max_new_tokens``), the engine and its options."""
+        prompt = sft_prompt_tokens(self.max_new_tokens, self.max_length)
+        return run_settings(self, max_cycles=self.eval_max_cycles, max_prompt_tokens=prompt)
 
 
 def resolve_model(name: str, seed: int) -> str:

@@ -127,19 +127,22 @@ def test_field_docs_come_from_the_docstring_under_each_field_and_subclasses_win(
     assert options["a"].default == 2 and options["b"].doc == "" and options["c"].default == {}
 
 
-def test_eval_limits_are_read_from_the_runs_saved_config():
-    from joy_trainers.evaluation import eval_limits
-    from joy_trainers.generation import GenerationLimits
+def test_generation_settings_of_runs_saved_before_they_had_a_generation_block():
+    from joy_trainers.generation import saved_settings
+
+    def limits(config):
+        s = saved_settings({"config": config})
+        return s.max_new_tokens, s.max_cycles, s.max_prompt_tokens
 
     sft = {"max_length": 512, "max_new_tokens": 96, "eval_max_cycles": 12}
-    assert eval_limits(sft) == GenerationLimits(96, 12, 416)  # prompts cut to max_length - max_new_tokens
+    assert limits(sft) == (96, 12, 416)  # prompts cut to max_length - max_new_tokens
     old_sft = {"max_length": 512, "eval_max_new_tokens": 96, "eval_max_cycles": 12}  # saved before the rename
-    assert eval_limits(old_sft) == GenerationLimits(96, 12, 416)
-    assert SFTConfig.from_dict(sft).generation_limits() == GenerationLimits(96, 12, 416)
-    rl = {"max_new_tokens": 64, "max_cycles": 8, "max_prompt_tokens": 300}
-    assert eval_limits(rl) == GenerationLimits(64, 8, 300)
+    assert limits(old_sft) == (96, 12, 416)
+    assert SFTConfig.from_dict(sft).generation_settings() == saved_settings({"config": sft})
+    rl = {"max_new_tokens": 64, "max_cycles": 8, "max_prompt_tokens": 300, "rollout_engine": "generate"}
+    assert limits(rl) == (64, 8, 300) and saved_settings({"config": rl}).engine == "generate"
     with pytest.raises(ValueError, match="max_length"):
-        eval_limits({"eval_max_new_tokens": 96})
+        saved_settings({"config": {"eval_max_new_tokens": 96}})
 
 
 def test_yaml_numbers_written_as_text_are_read_as_numbers(tmp_path):

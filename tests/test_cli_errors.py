@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from joy_agents.sampling.settings import VLLMConfig
 from joy_env.demo import main as demo_main
 from joy_trainers.cli import eval_main, train_main
 
@@ -146,9 +147,10 @@ def test_joy_eval_refuses_bad_trials_and_temperatures(capsys, finished_run, argv
 def test_joy_eval_refuses_bad_engine_settings_in_a_runs_results(capsys, finished_run):
     saved = json.loads((finished_run / "results.json").read_text())
     for key, value, expected in (
-        ("draft_tokens", -1, "draft_tokens -1"),
-        ("draft_tokens", "3", "draft_tokens '3'"),
-        ("draft_max_rows", 0, "draft_max_rows 0"),
+        ("draft_tokens", -1, "draft_tokens must be an int >= 0 (0: no drafts), got -1"),
+        ("draft_tokens", "3", "draft_tokens must be an int >= 0 (0: no drafts), got '3'"),
+        ("draft_max_rows", 0, "draft_max_rows must be an int >= 1, got 0"),
+        ("rollout_engine", "fast", "engine must be one of continuous, generate, vllm, got 'fast'"),
         ("vllm_options", {"gpu": 1}, "unknown vLLM option(s) ['gpu']"),
         ("vllm_options", [1], "expected an object of VLLMConfig fields"),
     ):
@@ -165,9 +167,11 @@ def test_joy_eval_draft_tokens_reach_the_engine(finished_run, monkeypatch):
     monkeypatch.setattr(cli, "evaluate_team", lambda *a, **kw: seen.append(kw) or {"success_rate": 0.0})
     eval_main([str(finished_run), "--tasks", "1"])
     eval_main([str(finished_run), "--tasks", "1", "--draft-tokens", "0", "--draft-max-rows", "8"])
-    assert [kw["draft_tokens"] for kw in seen] == [3, 0] and seen[0]["vllm_options"] == {}
-    assert [(kw["trials"], kw["temperature"]) for kw in seen] == [(1, 0.0), (1, 0.0)]  # one greedy play by default
-    assert [kw["draft_max_rows"] for kw in seen] == [64, 8]
+    settings = [kw["settings"] for kw in seen]
+    assert [s.draft_tokens for s in settings] == [3, 0] and settings[0].vllm == VLLMConfig()
+    played = [(kw["trials"], s.temperature) for kw, s in zip(seen, settings, strict=True)]
+    assert played == [(1, 0.0), (1, 0.0)]  # one greedy play by default
+    assert [s.draft_max_rows for s in settings] == [64, 8]
 
 
 def test_joy_eval_on_a_half_written_run(capsys, finished_run):

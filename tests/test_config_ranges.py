@@ -80,7 +80,7 @@ def test_cross_field_and_type_checks_name_the_options():
         ValueError, match=r"batch_size=2.5 is out of range: valid values are an integer in \[1, 1000000\]"
     ):
         SFTConfig(batch_size=2.5)  # built in Python, past the CLI's type check
-    with pytest.raises(ValueError, match="max_new_tokens=160 leaves no prompt within max_length=100"):
+    with pytest.raises(ValueError, match="max_new_tokens=128 leaves no prompt within max_length=100"):
         SFTConfig(max_length=100)
     with pytest.raises(
         ValueError, match=r"top_k='some' is out of range: valid values are an integer in \[1, 1000000\] or 'all'"

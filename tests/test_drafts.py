@@ -8,11 +8,12 @@ import random
 import pytest
 import torch
 
-from joy_agents import engine as engine_module
-from joy_agents.drafts import PromptLookup, accepted_length, step_width
-from joy_agents.engine import ContinuousSampler
 from joy_agents.policy import SamplingConfig
 from joy_agents.rollout import RolloutConfig, RolloutEngine
+from joy_agents.sampling import continuous as engine_module
+from joy_agents.sampling.continuous import ContinuousSampler
+from joy_agents.sampling.drafts import PromptLookup, accepted_length, step_width
+from joy_agents.sampling.settings import GenerationSettings
 
 
 def _brute_force_draft(tokens, k, max_ngram, min_ngram):
@@ -215,7 +216,7 @@ def test_sampled_drafted_logprobs_are_the_teacher_forced_ones(distinct_team, mon
 def test_columns_of_rejected_drafts_are_compacted_away(distinct_team, monkeypatch):
     """Rejected drafts leave masked columns; once they are most of the batch, compaction cuts them and the
     samples stay the same."""
-    from joy_agents import kv_slots
+    from joy_agents.sampling import kv_slots
 
     team = distinct_team
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=24)
@@ -242,10 +243,7 @@ def test_columns_of_rejected_drafts_are_compacted_away(distinct_team, monkeypatc
 def test_rollouts_with_and_without_drafts_play_the_same_greedy_episodes(distinct_team):
     def run(draft_tokens):
         config = RolloutConfig(
-            sampling=SamplingConfig(0.0, 1.0, 24, ("</answer>",)),
-            max_cycles=4,
-            max_prompt_tokens=256,
-            draft_tokens=draft_tokens,
+            GenerationSettings(max_new_tokens=24, max_cycles=4, max_prompt_tokens=256, draft_tokens=draft_tokens)
         )
         engine = RolloutEngine(distinct_team, "joy/mixed-v0", "validation", 0, config, progress=False)
         trajectories = engine.run(list(range(6)))
@@ -256,9 +254,9 @@ def test_rollouts_with_and_without_drafts_play_the_same_greedy_episodes(distinct
     assert drafted == plain
     assert stats.draft_tokens > 0 and stats.decode_forwards <= plain_stats.decode_forwards
     with pytest.raises(ValueError, match="draft_tokens"):
-        RolloutConfig(draft_tokens=-1)
+        GenerationSettings(draft_tokens=-1)
     with pytest.raises(ValueError, match="draft_max_rows"):
-        RolloutConfig(draft_max_rows=0)
+        GenerationSettings(draft_max_rows=0)
 
 
 def test_a_stop_inside_a_kept_draft_ends_the_row_there(distinct_team, monkeypatch):

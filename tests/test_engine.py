@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from joy_agents.engine import ContinuousSampler, StackedLoRA, continuous_supported, sample_many
 from joy_agents.policy import SamplingConfig
+from joy_agents.sampling.base import sample_many
+from joy_agents.sampling.continuous import ContinuousSampler, continuous_supported
+from joy_agents.sampling.settings import GenerationSettings
+from joy_agents.sampling.stacked_lora import StackedLoRA
 
 
 @pytest.fixture
@@ -134,7 +137,7 @@ def test_kept_prefixes_stay_under_their_token_cap(team):
             sampler.submit("qa", p, i)
             _drain(sampler)
             lane = next(iter(sampler._lanes.values()))
-            assert lane.prefix_tokens <= cap and len(lane.prefixes) == 1
+            assert lane.prefixes.tokens <= cap and len(lane.prefixes) == 1
         # every later prompt shared the role's start with the one kept before it
         assert sampler.stats.reused_tokens >= 3 * 16
     with ContinuousSampler(team, sampling, prefix_tokens=0) as sampler:
@@ -166,7 +169,7 @@ def test_slot_batch_reuses_free_slots_and_compacts(team):
 def test_the_batch_width_follows_the_live_rows_not_the_whole_run(team, monkeypatch):
     """Slots refilled as fast as they free up: the leading columns no live row uses are cut, so the width stays
     near the live rows' lengths instead of growing with every step of the run."""
-    from joy_agents import kv_slots
+    from joy_agents.sampling import kv_slots
 
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=6)
     requests = [(team.roles[i % 5], _prompt(team, team.roles[i % 5], "y" * (1 + i % 4))) for i in range(80)]
@@ -246,9 +249,9 @@ def test_bad_requests_are_refused_by_name(team):
         sampler.submit("qa", prompt, 0, num_samples=0)
     assert not sampler.busy
     with pytest.raises(ValueError, match="engine must be one of"):
-        sample_many(team, [("qa", prompt)], sampling, engine="continous")
+        sample_many(team, [("qa", prompt)], sampling, settings=GenerationSettings(engine="continous"))
     with pytest.raises(ValueError, match="draft_tokens must be an int >= 0"):
-        sample_many(team, [("qa", prompt)], sampling, engine="generate", draft_tokens=-1)
+        sample_many(team, [("qa", prompt)], sampling, settings=GenerationSettings(engine="generate", draft_tokens=-1))
 
 
 def test_a_model_with_a_sliding_window_is_sampled_per_role(tmp_path):
@@ -268,4 +271,8 @@ def test_a_model_with_a_sliding_window_is_sampled_per_role(tmp_path):
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=4)
     requests = [("qa", _prompt(team, "qa", "hello")), ("math", _prompt(team, "math", "hi"))]
     expected = [team.generate(r, [p], sampling)[0][0].completion_ids for r, p in requests]
-    assert [g[0].completion_ids for g in sample_many(team, requests, sampling)] == expected
+    with pytest.warns(UserWarning) as caught:
+        got = sample_many(team, requests, sampling)
+    assert [g[0].completion_ids for g in got] == expected
+    (warning,) = [w for w in caught if "engine continuous" in str(w.message)]  # announced once, in one line
+    assert "sampling with engine generate" in str(warning.message) and "\n" not in str(warning.message)

@@ -15,6 +15,7 @@ import pytest
 
 import joy_env
 from joy_agents.policy import TeamConfig, TeamPolicy
+from joy_agents.sampling.settings import GenerationSettings
 from joy_agents.sft_data import build_sft_examples, split_train_tasks
 from joy_env.domains import tau2_retail
 from joy_trainers import rl
@@ -29,7 +30,7 @@ from joy_trainers.sft import SFTConfig, SFTTrainer
 
 GSM8K = {"source": "gsm8k", "path": str(Path(__file__).parent / "data" / "gsm8k_sample.jsonl")}
 TAU2 = {"source": "tau2"}
-LIMITS = {"seed": 0, "max_new_tokens": 8, "max_cycles": 2, "max_prompt_tokens": 256}
+LIMITS = {"seed": 0, "settings": GenerationSettings(max_new_tokens=8, max_cycles=2, max_prompt_tokens=256)}
 """Generation limits of the quick evaluations here."""
 
 

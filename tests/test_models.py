@@ -17,9 +17,9 @@ pytest.importorskip("peft")
 
 import joy_env  # noqa: E402
 from joy_agents.chat import fit_prompt, render_prompt, template_renders_tools, tools_text  # noqa: E402
-from joy_agents.decoding import stop_end_candidates  # noqa: E402
 from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy  # noqa: E402
 from joy_agents.prefill import prompt_batches, prompt_layout  # noqa: E402
+from joy_agents.sampling.tokens import stop_end_candidates  # noqa: E402
 
 # SmolLM2-135M-Instruct's template: role and content only (tools are never looked at)
 NO_TOOLS_TEMPLATE = (
@@ -315,13 +315,14 @@ def test_sft_rows_are_cut_like_rollout_prompts(team):
 
 def test_rollout_counts_truncated_prompts(team):
     from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
+    from joy_agents.sampling.settings import GenerationSettings
 
-    greedy = SamplingConfig(temperature=0, max_new_tokens=4)
+    greedy = GenerationSettings(max_new_tokens=4, max_cycles=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        long = RolloutEngine(team, "joy/math-v0", "test", 0, RolloutConfig(greedy, max_cycles=2), progress=False)
+        long = RolloutEngine(team, "joy/math-v0", "test", 0, RolloutConfig(greedy), progress=False)
         short = RolloutEngine(
-            team, "joy/math-v0", "test", 0, RolloutConfig(greedy, max_cycles=2, max_prompt_tokens=60), progress=False
+            team, "joy/math-v0", "test", 0, RolloutConfig(greedy.replace(max_prompt_tokens=60)), progress=False
         )
         a, b = summarize(long.run([0, 1])), summarize(short.run([0, 1]))
     assert a["prompts_truncated"] == 0
@@ -330,7 +331,7 @@ def test_rollout_counts_truncated_prompts(team):
 
 # ------------------------------------------------------------------------------------------ stop strings
 def test_multi_token_stops_decode_only_rows_that_can_end_a_stop(team):
-    from joy_agents.decoding import _StopCriterion
+    from joy_agents.sampling.tokens import StopCriterion
 
     tok = team.tokenizer_for("qa")
     stops = ("</answer>", "</tool_call>")
@@ -342,7 +343,7 @@ def test_multi_token_stops_decode_only_rows_that_can_end_a_stop(team):
     pieces = tok.encode("so the total is 89</answer>", add_special_tokens=False)
     filler = tok.encode(" order", add_special_tokens=False)[:1]
     rows = [pieces + filler * 3, filler * (len(pieces) + 3)]
-    crit = _StopCriterion(tok, [tok.eos_token_id], stops, 2, 2, torch.device("cpu"))
+    crit = StopCriterion(tok, [tok.eos_token_id], stops, 2, 2, torch.device("cpu"))
     ids = torch.tensor([[7, 8] + r for r in rows])
     for n in range(1, len(rows[0]) + 1):
         done = crit(ids[:, : 2 + n])
@@ -503,7 +504,7 @@ def test_smollm2_turns_end_with_the_chat_templates_end_of_turn(smol_dir):
     row = tokenize_example(tok, example)
     assert row["labels"][-1] == tok.convert_tokens_to_ids("<|im_end|>")
     team = TeamPolicy(TeamConfig(model=str(smol_dir), roles=("qa",), lora_r=2))
-    assert tok.convert_tokens_to_ids("<|im_end|>") in team._eos_ids("qa")
+    assert tok.convert_tokens_to_ids("<|im_end|>") in team.eos_ids("qa")
     assert team.tokenizer_for("qa").pad_token_id is not None
 
 

@@ -16,13 +16,14 @@ import torch
 
 from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.rollout import Trajectory, summarize
+from joy_agents.sampling.settings import GenerationSettings
 from joy_trainers import evaluation
 from joy_trainers.cli import eval_main
 from joy_trainers.evaluation import evaluate_team, pass_hat_k, pass_hat_ks, trial_seed
 
 T, F = True, False
-LIMITS = {"max_new_tokens": 8, "max_cycles": 2, "max_prompt_tokens": 256}
-"""Generation limits of the quick evaluations here."""
+SETTINGS = GenerationSettings(max_new_tokens=8, max_cycles=2, max_prompt_tokens=256)
+"""Generation settings of the quick evaluations here."""
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +31,10 @@ def team(tiny_dir):
     return TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4))
 
 
-def _evaluate(team, **kw):
+def _evaluate(team, temperature=0.0, **kw):
     """Metrics of two tasks of the mixed env (of two domains), without the wall time."""
-    metrics = evaluate_team(team, "joy/mixed-v0", "test", 2, seed=0, **LIMITS, **kw)
+    settings = SETTINGS.replace(temperature=temperature)
+    metrics = evaluate_team(team, "joy/mixed-v0", "test", 2, settings=settings, seed=0, **kw)
     assert metrics.pop("eval_wall_s") >= 0
     return metrics
 
@@ -145,7 +147,7 @@ def test_pass_k_groups_each_tasks_trials_overall_and_per_domain(coins):
     rng = torch.get_rng_state()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # sampled trials do not warn
-        metrics = evaluate_team(None, "joy/mixed-v0", "test", 9, trials=5, temperature=1.0)
+        metrics = evaluate_team(None, "joy/mixed-v0", "test", 9, trials=5, settings=GenerationSettings(temperature=1.0))
     assert torch.equal(torch.get_rng_state(), rng)  # the caller's generator is left as it was
     assert len(coins) == 5 and metrics["episodes"] == 4 * 5 and metrics["trials"] == 5
     successes = [[play[i].success for play in coins] for i in range(4)]
@@ -159,9 +161,9 @@ def test_pass_k_groups_each_tasks_trials_overall_and_per_domain(coins):
     # the number of trials
     draws = [[t.reward for t in play] for play in coins]
     assert len({tuple(d) for d in draws}) == 5
-    evaluate_team(None, "joy/mixed-v0", "test", 9, trials=2, temperature=1.0)
+    evaluate_team(None, "joy/mixed-v0", "test", 9, trials=2, settings=GenerationSettings(temperature=1.0))
     assert [[t.reward for t in play] for play in coins[5:]] == draws[:2]
-    evaluate_team(None, "joy/mixed-v0", "test", 9, seed=1, temperature=1.0)
+    evaluate_team(None, "joy/mixed-v0", "test", 9, seed=1, settings=GenerationSettings(temperature=1.0))
     assert [t.reward for t in coins[7]] != draws[0]
 
 
@@ -208,7 +210,10 @@ def test_greedy_trials_warn_that_they_are_identical(team):
 )
 def test_evaluate_team_refuses_bad_trials_and_temperatures(kw, expected):
     with pytest.raises(ValueError) as exc:
-        evaluate_team(None, "joy/mixed-v0", "test", 1, **kw)  # refused before the team is used
+        if "temperature" in kw:  # refused by the settings
+            GenerationSettings(**kw)
+        else:
+            evaluate_team(None, "joy/mixed-v0", "test", 1, **kw)  # refused before the team is used
     assert expected in str(exc.value) and "\n" not in str(exc.value)
 
 

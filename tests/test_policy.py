@@ -305,16 +305,16 @@ def test_stop_strings_cut_after_first_stop(team, greedy_qa, width):
 
 
 def test_added_token_stops_end_rows_by_id_without_decoding(team, monkeypatch):
-    import joy_agents.policy as policy
+    import joy_agents.sampling.generate as generate
 
     seen = []
 
-    class Spy(policy._StopCriterion):
+    class Spy(generate.StopCriterion):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             seen.append(self)
 
-    monkeypatch.setattr(policy, "_StopCriterion", Spy)
+    monkeypatch.setattr(generate, "StopCriterion", Spy)
     team.generate("qa", _prompts(team)[:1], SamplingConfig(temperature=0, max_new_tokens=4, stop=("</answer>", "zz")))
     answer_end = team.tokenizer.convert_tokens_to_ids("</answer>")
     assert seen[0].stop_strings == ("zz",)  # only the plain-text stop is looked for in the decoded tail
@@ -381,7 +381,7 @@ def test_text_keeps_special_tokens_except_eos(team):
 
 def test_stop_criterion_matches_multi_token_spelling(team):
     """A stop that is one added token also ends a row that spells it with several ordinary tokens."""
-    from joy_agents.decoding import _StopCriterion
+    from joy_agents.sampling.tokens import StopCriterion
 
     tok = team.tokenizer
     answer_end = tok.convert_tokens_to_ids("</answer>")
@@ -397,7 +397,7 @@ def test_stop_criterion_matches_multi_token_spelling(team):
     width = max(len(r) for r in rows)
     rows = [r + filler * width for r in rows]
     prompt = [1, 5, 9]
-    crit = _StopCriterion(tok, [tok.eos_token_id, answer_end], ("</answer>",), len(prompt), 4, torch.device("cpu"))
+    crit = StopCriterion(tok, [tok.eos_token_id, answer_end], ("</answer>",), len(prompt), 4, torch.device("cpu"))
     ids = torch.tensor([prompt + r[:width] for r in rows])
     for n in range(1, width + 1):
         done = crit(ids[:, : len(prompt) + n])

@@ -84,7 +84,8 @@ def assert_one_writer(done: subprocess.CompletedProcess, out: Path, eval_tasks: 
 
 def test_sft_under_two_processes_writes_once_and_splits_the_evaluation(tiny_dir, tmp_path):
     from joy_agents.policy import TeamConfig, TeamPolicy
-    from joy_trainers.evaluation import evaluate_team, sft_limits
+    from joy_trainers.evaluation import evaluate_team
+    from joy_trainers.sft import SFTConfig
 
     out = tmp_path / "sft"
     sets = {
@@ -109,7 +110,8 @@ def test_sft_under_two_processes_writes_once_and_splits_the_evaluation(tiny_dir,
     assert done.stdout.count("[sft] examples per role") == 1
     # the starting team (fresh adapters on the base) played in this process gives the split evaluation's metrics
     team = TeamPolicy(TeamConfig(model=str(tiny_dir), roles=tuple(logs), lora_r=2, lora_alpha=4))
-    alone = evaluate_team(team, "joy/mixed-v0", "test", 3, seed=0, **vars(sft_limits(12, 3, 384)))
+    settings = SFTConfig.from_dict(sets).generation_settings()
+    alone = evaluate_team(team, "joy/mixed-v0", "test", 3, seed=0, settings=settings)
     assert without_timing(results["baseline_metrics"]) == without_timing(alone)
 
 

@@ -5,6 +5,7 @@ import pytest
 import joy_env
 from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
+from joy_agents.sampling.settings import GenerationSettings
 
 
 @pytest.fixture(scope="module")
@@ -12,13 +13,9 @@ def team(tiny_dir):
     return TeamPolicy(TeamConfig(model=str(tiny_dir)))
 
 
-def _engine(team, **kw):
-    config = RolloutConfig(
-        sampling=SamplingConfig(temperature=1.0, max_new_tokens=8, stop=("</answer>",)),
-        max_cycles=4,
-        max_prompt_tokens=192,
-        **kw,
-    )
+def _engine(team, keep_snapshots=False, **kw):
+    settings = GenerationSettings(temperature=1.0, max_new_tokens=8, max_cycles=4, max_prompt_tokens=192, **kw)
+    config = RolloutConfig(settings, keep_snapshots=keep_snapshots)
     return RolloutEngine(team, "joy/mixed-v0", "validation", 0, config, progress=False)
 
 
@@ -82,7 +79,7 @@ def test_continuous_engine_plays_the_same_greedy_episodes_as_per_role_generate(d
 
 
 def test_continuous_engine_decodes_all_roles_in_one_forward(distinct_team, monkeypatch):
-    from joy_agents.engine import StackedLoRA
+    from joy_agents.sampling.stacked_lora import StackedLoRA
 
     shared = distinct_team.model_for("master")
     decodes, mixed = [], []
@@ -166,11 +163,8 @@ def test_memory_entries_reach_the_prompt_and_near_identical_queries_reuse_the_ac
     query, action = env.task.query, expert_action(env)
     shown = MemoryBank("master", MemoryConfig(min_similarity=0.5))
     shown.write(query, 0, action, reward=1.0, mu=0.0, now=0)
-    config = RolloutConfig(
-        sampling=SamplingConfig(temperature=1.0, max_new_tokens=8, stop=("</answer>",)),
-        max_cycles=4,
-        max_prompt_tokens=4096,  # keep the whole system message, where memory goes
-    )
+    # keep the whole system message, where memory goes
+    config = RolloutConfig(GenerationSettings(temperature=1.0, max_new_tokens=8, max_cycles=4, max_prompt_tokens=4096))
     engine = RolloutEngine(team, "joy/mixed-v0", "validation", 0, config, progress=False, memory={"master": shown})
     (traj,) = engine.run([0])
     first = traj.nodes[0]

@@ -9,12 +9,12 @@ import types
 import pytest
 
 import joy_env
-from joy_agents.rollout import ENGINES
+from joy_agents.sampling import settings as sampling_settings
+from joy_agents.sampling.settings import ENGINES, GenerationSettings, VLLMConfig
 from joy_env.protocol import TURN_STOP
 from joy_trainers.base import BaseTrainer
 from joy_trainers.cli import build_config, eval_main
 from joy_trainers.errors import UsageError
-from joy_trainers.generation import GenerationLimits, rollout_config, sampling_config
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
 from joy_trainers.resume_config import resume_changes
 from joy_trainers.rl import RLConfig, RLTrainer
@@ -34,9 +34,7 @@ def test_sft_and_rl_configs_extend_one_base_and_trainers_one_skeleton():
 
 @pytest.mark.parametrize("config", [SFTConfig, GRPOConfig])
 def test_rollout_engine_is_checked_with_a_one_line_error(config, monkeypatch):
-    from joy_trainers import run_config
-
-    monkeypatch.setattr(run_config, "vllm_available", lambda: True)  # installed or not (see below)
+    monkeypatch.setattr(sampling_settings, "vllm_available", lambda: True)  # installed or not (see below)
     for engine in ENGINES:
         assert config(rollout_engine=engine).rollout_engine == engine
     with pytest.raises(ValueError, match=r"rollout_engine must be one of continuous, generate, vllm, got 'fast'"):
@@ -49,8 +47,8 @@ def test_rollout_engine_on_the_command_line():
         build_config(SFTTrainer, "tiny", None, ["rollout_engine=fast"])
 
 
-def _evaluation_rollout_config(monkeypatch, cfg):
-    """The RolloutConfig a run's evaluation (``evaluate_config``) plays its episodes with."""
+def _evaluation_settings(monkeypatch, cfg):
+    """The generation settings a run's evaluation (``evaluate_config``) plays its episodes with."""
     from joy_trainers import evaluation
 
     seen = {}
@@ -66,16 +64,15 @@ def _evaluation_rollout_config(monkeypatch, cfg):
     monkeypatch.setattr(evaluation, "RolloutEngine", Engine)
     monkeypatch.setattr(evaluation, "summarize", lambda trajectories: {})
     evaluation.evaluate_config(None, cfg, seed=0, tasks=1)
-    return seen["config"]
+    return seen["config"].generation
 
 
 def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
     cfg = build_config(GRPOTrainer, "tiny", None, ["draft_tokens=5"])
     assert cfg.draft_tokens == 5 and "draft_tokens" in RLConfig.RESUME_SAFE  # the same samples, in fewer forwards
-    limits = cfg.generation_limits()
-    assert rollout_config(limits, draft_tokens=cfg.draft_tokens).draft_tokens == 5
-    assert rollout_config(limits).draft_tokens == 3  # RolloutConfig's default
-    assert _evaluation_rollout_config(monkeypatch, cfg).draft_tokens == 5
+    assert cfg.generation_settings().draft_tokens == 5
+    assert GRPOConfig().generation_settings().draft_tokens == GenerationSettings().draft_tokens == 3  # one default
+    assert _evaluation_settings(monkeypatch, cfg).draft_tokens == 5
     with pytest.raises(UsageError, match="draft_tokens"):
         build_config(SFTTrainer, "tiny", None, ["draft_tokens=-1"])
 
@@ -83,22 +80,20 @@ def test_draft_tokens_reach_every_rollout_and_evaluation(monkeypatch):
 def test_draft_max_rows_reach_every_rollout_and_evaluation(monkeypatch):
     cfg = build_config(GRPOTrainer, "tiny", None, ["draft_max_rows=8"])
     assert cfg.draft_max_rows == 8 and "draft_max_rows" in RLConfig.RESUME_SAFE
-    assert rollout_config(cfg.generation_limits(), draft_max_rows=cfg.draft_max_rows).draft_max_rows == 8
-    assert rollout_config(cfg.generation_limits()).draft_max_rows == 64  # RolloutConfig's default
-    assert _evaluation_rollout_config(monkeypatch, cfg).draft_max_rows == 8
+    assert cfg.generation_settings().draft_max_rows == 8
+    assert GRPOConfig().generation_settings().draft_max_rows == GenerationSettings().draft_max_rows == 64
+    assert _evaluation_settings(monkeypatch, cfg).draft_max_rows == 8
     with pytest.raises(UsageError, match="draft_max_rows"):
         build_config(SFTTrainer, "tiny", None, ["draft_max_rows=0"])
 
 
 def test_vllm_options_build_the_vllm_engine_of_rollouts_and_evaluations(monkeypatch):
-    from joy_agents.vllm_engine import VLLMConfig
-
     cfg = build_config(GRPOTrainer, "tiny", None, ['vllm_options={"gpu_memory_utilization": 0.55, "seed": 3}'])
     assert cfg.vllm_options == {"gpu_memory_utilization": 0.55, "seed": 3}
-    vllm = rollout_config(cfg.generation_limits(), vllm_options=cfg.vllm_options).vllm
+    vllm = cfg.generation_settings().vllm
     assert vllm == VLLMConfig(gpu_memory_utilization=0.55, seed=3)
-    assert rollout_config(cfg.generation_limits()).vllm == VLLMConfig()
-    assert _evaluation_rollout_config(monkeypatch, cfg).vllm == vllm
+    assert GRPOConfig().generation_settings().vllm == VLLMConfig()
+    assert _evaluation_settings(monkeypatch, cfg).vllm == vllm
     with pytest.raises(UsageError, match=r"vllm_options: unknown vLLM option\(s\) \['gpu_memory'\]; valid: "):
         build_config(GRPOTrainer, "tiny", None, ['vllm_options={"gpu_memory": 0.5}'])
     with pytest.raises(UsageError, match=r"vllm_options: VLLMConfig.gpu_memory_utilization must be in \(0, 1\]"):
@@ -119,20 +114,17 @@ def test_joy_eval_engine_choices(capsys, tmp_path):
 
 def test_generation_settings_come_from_one_builder():
     cfg = GRPOConfig(max_new_tokens=40, max_cycles=5, max_prompt_tokens=300, rollout_engine="generate")
-    limits = cfg.generation_limits()
-    assert limits == GenerationLimits(40, 5, 300)
-    sampling = sampling_config(limits, 1.2, 0.9)
+    settings = cfg.generation_settings()
+    assert settings == GenerationSettings(max_new_tokens=40, max_cycles=5, max_prompt_tokens=300, engine="generate")
+    sampling = settings.sampling(1.2, 0.9)
     assert (sampling.temperature, sampling.top_p, sampling.max_new_tokens, sampling.stop) == (1.2, 0.9, 40, TURN_STOP)
-    rollout = rollout_config(limits, engine=cfg.rollout_engine, keep_snapshots=True)
-    assert (rollout.engine, rollout.max_cycles, rollout.max_prompt_tokens, rollout.keep_snapshots) == (
-        "generate",
-        5,
-        300,
-        True,
-    )
-    assert rollout.sampling.temperature == 0.0 and rollout.sampling.stop == TURN_STOP
+    greedy = settings.sampling()
+    assert greedy.temperature == 0.0 and greedy.stop == TURN_STOP
     sft = SFTConfig(max_new_tokens=96, eval_max_cycles=12, max_length=512)
-    assert sft.generation_limits() == GenerationLimits(96, 12, 416)  # prompts cut to the view it trained on
+    limits = sft.generation_settings()  # prompts cut to the view it trained on
+    assert (limits.max_new_tokens, limits.max_cycles, limits.max_prompt_tokens) == (96, 12, 416)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.max_new_tokens = 1  # one frozen object, passed whole
 
 
 def test_the_old_sft_token_cap_name_still_reads_for_one_release():
@@ -199,11 +191,10 @@ def test_the_documented_supervised_plugin_shape_writes_its_results(tmp_path, mon
 
 
 def test_rollout_engine_vllm_without_vllm_is_refused_before_any_work(monkeypatch):
-    from joy_trainers import run_config
     from joy_trainers.run_config import RunConfig
 
-    monkeypatch.setattr(run_config, "vllm_available", lambda: False)
+    monkeypatch.setattr(sampling_settings, "vllm_available", lambda: False)
     with pytest.raises(ValueError, match=r"rollout_engine=vllm needs vLLM.*joyagents\[vllm\]"):
         RunConfig(rollout_engine="vllm")
-    monkeypatch.setattr(run_config, "vllm_available", lambda: True)
+    monkeypatch.setattr(sampling_settings, "vllm_available", lambda: True)
     assert RunConfig(rollout_engine="vllm").rollout_engine == "vllm"

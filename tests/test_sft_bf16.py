@@ -183,7 +183,7 @@ def test_rl_update_of_every_trainer_in_bf16(bf16_sft_run, tmp_path, trainer, mon
 
 
 def test_bf16_team_samples_and_scores_like_float32(bf16_sft_run):
-    from joy_agents.engine import sample_many
+    from joy_agents.sampling.base import sample_many
 
     bf16 = TeamPolicy.load(f"{bf16_sft_run}/team")
     fp32 = TeamPolicy.load(f"{bf16_sft_run}/team", dtype="float32")
@@ -201,14 +201,13 @@ def test_bf16_team_samples_and_scores_like_float32(bf16_sft_run):
 
 
 def test_evaluation_in_bf16_reports_the_float32_metrics(bf16_sft_run):
+    from joy_agents.sampling.settings import GenerationSettings
     from joy_trainers.evaluation import evaluate_team
 
     results = {}
     for dtype in ("bfloat16", "float32"):
         team = TeamPolicy.load(f"{bf16_sft_run}/team", dtype=dtype)
-        results[dtype] = evaluate_team(
-            team, "joy/math-v0", "test", 4, seed=0, max_new_tokens=12, max_cycles=3, max_prompt_tokens=256
-        )
+        results[dtype] = evaluate_team(team, "joy/math-v0", "test", 4, seed=0, settings=GenerationSettings(12, 3, 256))
     for key in ("episodes", "success_rate"):
         assert results["bfloat16"][key] == results["float32"][key]
     assert results["bfloat16"]["generated_tokens"] > 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from joy_agents.engine_stats import KernelCounter
-from joy_agents.stacked_lora import StackedLoRA
+from joy_agents.sampling.stacked_lora import StackedLoRA
+from joy_agents.sampling.stats import KernelCounter
 
 
 def _layer(model, name="q_proj"):
@@ -130,8 +130,8 @@ def test_a_decode_step_costs_few_kernels_per_layer(distinct_team):
 def test_adapters_on_the_embedding_are_left_to_peft(tiny_dir):
     """StackedLoRA replaces only linear layers' forwards: with an adapter on the embedding it declines, and the
     engine samples mixed batches through PEFT's per-row adapters."""
-    from joy_agents.engine import sample_many
     from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
+    from joy_agents.sampling.base import sample_many
 
     team = TeamPolicy(
         TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4, lora_target_modules=("q_proj", "embed_tokens"))

@@ -21,6 +21,7 @@ from tau2_support import SKIP_DATA, have_data
 import joy_env
 from joy_agents.policy import Sample, TeamConfig, TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine, Trajectory, role_turn
+from joy_agents.sampling.settings import GenerationSettings
 from joy_agents.tiny import tiny_base_dir
 from joy_env.protocol import format_turn
 from joy_trainers.cli import eval_main, load_trainer
@@ -218,7 +219,7 @@ class ScriptedTeam:
 
 
 def test_the_critic_state_of_a_scripted_dialogue_holds_the_customers_messages():
-    config = dataclasses.replace(RolloutConfig(), engine="generate", max_cycles=10)
+    config = RolloutConfig(GenerationSettings(engine="generate", max_cycles=10))
     engine = RolloutEngine(ScriptedTeam(), "joy/tau2-v0", "train", config=config, progress=False, env_kwargs=SCRIPTED)
     [trajectory] = engine.run([0])
     assert [n.role for n in trajectory.nodes] == ["master", "ecommerce", "ecommerce"]

@@ -1,4 +1,4 @@
-"""The ``vllm`` rollout engine (joy_agents.vllm_engine), run against the stand-in of vLLM's offline API in
+"""The ``vllm`` rollout engine (joy_agents.sampling.vllm), run against the stand-in of vLLM's offline API in
 tests/support/vllm (a real vLLM needs a GPU): the requests it makes, adapters sent when they change, texts and stops
 as the other engines, log-probs of the training model."""
 
@@ -8,10 +8,11 @@ import sys
 import pytest
 import torch
 
-from joy_agents.engine import sample_many
 from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine
-from joy_agents.vllm_engine import VLLMConfig, VLLMEngine, vllm_engine
+from joy_agents.sampling.base import sample_many
+from joy_agents.sampling.settings import GenerationSettings, VLLMConfig
+from joy_agents.sampling.vllm import VLLMEngine, vllm_engine
 
 SUPPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
 GREEDY = SamplingConfig(0.0, 1.0, 40, ("</answer>",))
@@ -47,8 +48,10 @@ def turns(trajectories):
 
 def test_greedy_rollouts_match_the_continuous_engine(stand_in_vllm, team):
     def play(engine):
-        config = RolloutConfig(sampling=GREEDY, max_cycles=6, max_prompt_tokens=416, engine=engine)
-        return RolloutEngine(team, "joy/mixed-v0", "test", 0, config, progress=False).run(list(range(6)))
+        settings = GenerationSettings(max_new_tokens=40, max_cycles=6, max_prompt_tokens=416, engine=engine)
+        return RolloutEngine(team, "joy/mixed-v0", "test", 0, RolloutConfig(settings), progress=False).run(
+            list(range(6)), GREEDY
+        )
 
     ours, served = play("continuous"), play("vllm")
     assert turns(served) == turns(ours)
@@ -82,7 +85,7 @@ def test_changed_adapters_are_sent_again_and_only_they(stand_in_vllm, team):
 def test_sampled_logprobs_are_the_training_models(stand_in_vllm, team):
     ids = team.encode_prompt("qa", [{"role": "user", "content": "Who wrote Dune?"}], None)
     sampling = SamplingConfig(1.0, 1.0, 24, ("</answer>",))
-    out = sample_many(team, [("qa", ids), ("math", ids)], sampling, num_samples=3, engine="vllm")
+    out = sample_many(team, [("qa", ids), ("math", ids)], sampling, 3, GenerationSettings(engine="vllm"))
     assert [len(g) for g in out] == [3, 3]
     (llm,) = stand_in_vllm.LLM.instances
     assert llm.calls[-1]["prompts"] == 2 and len(set(llm.calls[-1]["loras"])) == 2  # one call, each its adapter
@@ -103,7 +106,7 @@ def test_refusals_name_the_fix(monkeypatch, tiny_dir, team):
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
         VLLMConfig(gpu_memory_utilization=0)
     with pytest.raises(TypeError, match="VLLMConfig"):
-        RolloutConfig(vllm={"gpu_memory_utilization": 0.5})
+        GenerationSettings(vllm={"gpu_memory_utilization": 0.5})
 
 
 def test_the_throughput_benchmark_times_the_vllm_engine(stand_in_vllm, sft_run, tmp_path):

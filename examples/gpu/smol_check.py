@@ -6,7 +6,7 @@ Top to bottom (:func:`main`):
    ``OUT/sft``;
 2. greedy evaluation of the untrained starting team (the base model with fresh LoRA adapters) and of the SFT
    team on the same first N tasks of the test split, under the limits the SFT run trained on
-   (:func:`joy_trainers.evaluation.eval_limits`), keeping every episode's success and reward in task order;
+   (:func:`joy_trainers.generation.saved_settings`), keeping every episode's success and reward in task order;
 3. ``joyagents_grpo`` from the SFT team into ``OUT/rl``, as many steps as the budget leaves room for: a first
    run of one step measures what a step costs, and the same run continues from its checkpoint (``resume``)
    up to the number of steps that fits, the final evaluation's cost (taken as that of the SFT team's) kept
@@ -288,13 +288,12 @@ def evaluate(
     env_kwargs: dict[str, Any],
     memory: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Greedy episodes of ``team`` on tasks ``0..tasks-1`` of ``split`` under ``limits`` (a
-    ``GenerationLimits``): the metrics, each episode's task id, success and reward in task order, wall seconds
+    """Greedy episodes of ``team`` on tasks ``0..tasks-1`` of ``split`` under ``limits`` (the run's
+    ``GenerationSettings``): the metrics, each episode's task id, success and reward in task order, wall seconds
     and tokens/s."""
-    from joy_agents.rollout import RolloutEngine, summarize
-    from joy_trainers.generation import rollout_config
+    from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
 
-    config = rollout_config(limits)
+    config = RolloutConfig(limits)
     engine = RolloutEngine(team, env_id, split, seed, config, memory=memory, env_kwargs=env_kwargs)
     start = time.perf_counter()
     trajectories = engine.run(list(range(tasks)))
@@ -370,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     import joy_env
     from joy_agents.policy import TeamConfig, TeamPolicy
-    from joy_trainers.evaluation import eval_limits
+    from joy_trainers.generation import saved_settings
     from joy_trainers.joyagents_grpo import PRESETS as RL_PRESETS
     from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
     from joy_trainers.presets import SFT_PRESETS
@@ -407,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         SFTTrainer(sft_config).train()
     free_memory(cuda)
     sft_results = json.loads((out / "sft" / "results.json").read_text())
-    limits = eval_limits(sft_results["config"])
+    limits = saved_settings(sft_results)
     env_id, split = sft_config.env_id, sft_config.eval_split
     env_kwargs = dict(sft_config.env_kwargs)
     print(

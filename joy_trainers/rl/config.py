@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from joy_trainers.generation import GenerationLimits
+from joy_agents.sampling.settings import GenerationSettings
+from joy_trainers.generation import run_settings
 from joy_trainers.losses import LOSS_TYPES
 from joy_trainers.ranges import (
     COUNT_MAX,
@@ -76,11 +77,11 @@ class RLConfig(RunConfig):
     """Sequences per forward/backward in the update."""
     max_grad_norm: float = 1.0
     """Gradient clipping per role."""
-    max_new_tokens: int = 128
+    max_new_tokens: int = GenerationSettings.max_new_tokens
     """Cap of generated tokens per agent turn."""
-    max_cycles: int = 16
+    max_cycles: int = GenerationSettings.max_cycles
     """Agent turns per episode."""
-    max_prompt_tokens: int = 3072
+    max_prompt_tokens: int = GenerationSettings.max_prompt_tokens
     """Longer prompts leave out their oldest turns, never the system prompt, the tools or the request
     (``prompts/truncated`` counts them)."""
     token_budget: int = 0
@@ -140,9 +141,10 @@ class RLConfig(RunConfig):
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
 
-    def generation_limits(self) -> GenerationLimits:
-        """The limits of the rollouts and evaluations: ``max_new_tokens``, ``max_cycles``, ``max_prompt_tokens``."""
-        return GenerationLimits(self.max_new_tokens, self.max_cycles, self.max_prompt_tokens)
+    def generation_settings(self) -> GenerationSettings:
+        """The settings of the rollouts and evaluations: ``max_new_tokens``, ``max_cycles``, ``max_prompt_tokens``,
+        the engine and its options."""
+        return run_settings(self, max_cycles=self.max_cycles, max_prompt_tokens=self.max_prompt_tokens)
 
     @property
     def total_steps(self) -> int:

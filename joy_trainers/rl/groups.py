@@ -11,7 +11,6 @@ import torch
 
 from joy_agents.memory import Outcome, evolve
 from joy_trainers.distributed import all_gather_objects, world
-from joy_trainers.generation import sampling_config
 from joy_trainers.losses import group_advantages
 
 if TYPE_CHECKING:
@@ -90,7 +89,7 @@ def trajectory_groups(
     """G whole trajectories per task, every role sampling at ``temperature``: one joint group per task.
 
     Returns ``(groups, trajectories, [])`` (no separate continuations)."""
-    sampling = sampling_config(state.config.generation_limits(), temperature, top_p)
+    sampling = state.engine.config.generation.sampling(temperature, top_p)
     starts = [t for t in tasks for _ in range(group_size)]
     trajs = state.engine.run(starts, sampling) if starts else []
     groups = []

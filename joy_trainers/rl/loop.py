@@ -32,9 +32,9 @@ from tqdm.auto import tqdm
 import joy_env
 from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
-from joy_agents.rollout import RolloutEngine
+from joy_agents.rollout import RolloutConfig, RolloutEngine
+from joy_agents.sampling.base import start_engine
 from joy_agents.sft_data import split_train_tasks
-from joy_agents.vllm_engine import VLLMConfig, vllm_engine
 from joy_trainers.base import Trained
 from joy_trainers.checks import (
     check_env_options,
@@ -49,7 +49,6 @@ from joy_trainers.checks import (
 from joy_trainers.distributed import all_gather_objects, barrier, on_main, say, start_processes, world
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
-from joy_trainers.generation import rollout_config
 from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.rl.checkpoints import (
     CheckpointData,
@@ -141,8 +140,8 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     check_team_roles(team.roles, env, cfg.env_id, cfg.env_kwargs, f"the starting team {start_team}")
     frozen = cfg.frozen_roles(env)
     env.close()
-    if cfg.rollout_engine == "vllm":  # built by every process at once (vLLM forms its groups over all of them)
-        vllm_engine(team, VLLMConfig.from_options(cfg.vllm_options))
+    settings = cfg.generation_settings()
+    start_engine(team, settings)  # vllm: built by every process at once (vLLM forms its groups over all of them)
     optimizers = make_optimizers(team, cfg.lr)
     trained = [r for r in team.roles if r not in frozen]  # a frozen role's memory would change its prompts
     banks = {r: MemoryBank(r, memory) for r in trained} if memory is not None and memory.enabled else {}
@@ -151,14 +150,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
         cfg.env_id,
         "train",
         cfg.data_seed,
-        rollout_config(
-            cfg.generation_limits(),
-            engine=cfg.rollout_engine,
-            keep_snapshots=True,
-            draft_tokens=cfg.draft_tokens,
-            draft_max_rows=cfg.draft_max_rows,
-            vllm_options=cfg.vllm_options,
-        ),
+        RolloutConfig(settings, keep_snapshots=True),
         progress=False,
         memory=banks,
         env_kwargs=cfg.env_kwargs,

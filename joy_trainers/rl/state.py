@@ -12,7 +12,6 @@ import torch
 
 from joy_agents.policy import SamplingConfig
 from joy_trainers.distributed import world
-from joy_trainers.generation import sampling_config
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.metrics import MetricsLog
 from joy_trainers.rl.update import ReferencePolicy
@@ -65,7 +64,7 @@ class RunState:
 
     def sampling(self, temperature: float) -> SamplingConfig:
         """Sampling of whole turns at ``temperature`` (0: greedy) with the run's token cap."""
-        return sampling_config(self.config.generation_limits(), temperature)
+        return self.engine.config.generation.sampling(temperature)
 
     def progress(self, row: dict[str, Any]) -> None:
         """Advance the progress bar by one step's row (its reward shown with it); the last step closes the bar,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from joy_agents.prefill import prompt_batches
+from joy_agents.sampling.settings import GenerationSettings
 from joy_trainers.distributed import all_gather_objects, all_reduce_sum
 from joy_trainers.losses import policy_loss
 from joy_trainers.rl.config import RLConfig
@@ -54,7 +55,7 @@ class UpdateConfig:
     epsilon_high: float | None = None
     beta: float = 0.0
     temperature: float = 1.0
-    max_new_tokens: int = 128
+    max_new_tokens: int = GenerationSettings.max_new_tokens
     """Cap of generated tokens per turn (``dr_grpo``'s normalising constant)."""
     micro_batch_size: int = 16
     max_grad_norm: float = 1.0

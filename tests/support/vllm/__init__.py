@@ -1,4 +1,4 @@
-"""A stand-in for the part of vLLM's offline API that ``joy_agents.vllm_engine`` uses (as in vllm 0.33:
+"""A stand-in for the part of vLLM's offline API that ``joy_agents.sampling.vllm`` uses (as in vllm 0.33:
 ``LLM(model, **options).generate(token prompts, sampling params, lora_request=...)``, ``SamplingParams``,
 ``vllm.lora.request.LoRARequest``), decoding with transformers and PEFT on the CPU, one prompt at a time.
 

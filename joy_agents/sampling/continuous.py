@@ -1,75 +1,76 @@
 """Continuous batching: every live request of the team in one decode batch, whatever its role.
 
-:class:`ContinuousSampler` is the generation engine of the rollouts (``RolloutConfig.engine="continuous"``,
-the default). Requests (a role and its prompt ids) are submitted at any time; each :meth:`~ContinuousSampler.step`
-runs ONE decode forward per model over every running row and returns the samples that finished in it:
+:class:`ContinuousSampler` is the default generation engine of the rollouts
+(``GenerationSettings(engine="continuous")``). Requests (a role and its prompt ids) are submitted at any time; each
+:meth:`~ContinuousSampler.step` runs ONE decode forward per model over every running row and returns the samples that
+finished in it:
 
 * **one batch for all roles**: roles that share the base model (one LoRA adapter each) decode together, each
-  row through its own adapter (:class:`~joy_agents.stacked_lora.StackedLoRA`: every role's adapter in a few
+  row through its own adapter (:class:`~joy_agents.sampling.stacked_lora.StackedLoRA`: every role's adapter in a few
   kernels per layer; PEFT's ``adapter_names=`` for LoRA variants it does not cover); a role with a separate
   model has a batch (a *lane*) of its own;
 * **rows that finish make room**: a row leaves the batch at its stop token or its token cap and frees its slot of
   the KV cache, and waiting requests join at the next step (their prompts prefilled, a prompt shared by several
   rows and the start that the joiners of a role share computed once, :func:`~joy_agents.prefill.prefill_shared`);
   so nothing waits for the slowest row, and an episode whose turn ended submits its next turn while the others
-  decode. The cache lives in slots with room to grow (:mod:`joy_agents.kv_slots`): a decode step writes one
+  decode. The cache lives in slots with room to grow (:mod:`joy_agents.sampling.kv_slots`): a decode step writes one
   column in place, a joiner writes its own slot;
 * **kept prefixes**: the KV cache of finished rows is kept (up to ``prefix_tokens``), and a prompt of the same
   role that starts with a kept row's tokens (the episode's next turn, or any prompt with the same system prompt
-  and tools) prefills only the rest;
-* **drafted tokens** (``draft_tokens`` > 0): while few rows run (``draft_max_rows``), each row's next token goes
-  in with up to ``draft_tokens`` tokens that prompt lookup proposes (:mod:`joy_agents.drafts`: what followed the
-  last occurrence of the row's last tokens in its own prompt or completion); the one forward gives the model's
-  sample at every drafted position, and the row keeps the drafted tokens up to the first sample that differs,
-  which it keeps in their place. The samples and log-probs are those of one token per forward; an agent's turn
-  copies ids, names and JSON from its context, so the long tail of a rollout (a few long episodes decoding
-  alone) runs in fewer forwards. A step's drafts are cut to the width that at least half of the running rows
-  fill, so that padding never outweighs the drafted positions. The columns of rejected drafts are masked out,
-  and cut at the next compaction.
+  and tools) prefills only the rest (:mod:`joy_agents.sampling.prefix_cache`);
+* **drafted tokens** (``draft_tokens`` > 0): while few rows run (``draft_max_rows``), each row's next token goes in
+  with up to ``draft_tokens`` tokens that prompt lookup proposes (:mod:`joy_agents.sampling.drafts`: what followed
+  the last occurrence of the row's last tokens in its own prompt or completion); the one forward gives the model's
+  sample at every drafted position, and the row keeps the drafted tokens up to the first sample that differs, which
+  it keeps in their place. The samples and log-probs are those of one token per forward; an agent's turn copies ids,
+  names and JSON from its context, so the long tail of a rollout (a few long episodes decoding alone) runs in fewer
+  forwards. A step's drafts are cut to the width that at least half of the running rows fill, so that padding never
+  outweighs the drafted positions. The columns of rejected drafts are masked out, and cut at the next compaction.
 
-Sampling is that of :meth:`~joy_agents.policy.TeamPolicy.generate`: ``temperature == 0`` is greedy, otherwise
-``softmax(logits / temperature)`` within the ``top_p`` nucleus; ``Sample.logprobs`` are ``log_softmax(logits /
-temperature)`` of the raw logits at the sampled tokens (temperature 1 when greedy), the quantity
-``TeamPolicy.logprobs`` recomputes for the update; stops are the same (end-of-turn and EOS ids, ``stop``
-strings found in the decoded tail of a row whose last token can complete one; a stop inside a row's kept draft
-ends the row there). Each step copies its sampled tokens to the host once (the scheduler needs them to retire
-rows and check drafts); keeping a finished row's prefix and a compaction add one copy each, only in the steps
-where they happen.
+Sampling and stops are those of every engine (:mod:`joy_agents.sampling.tokens`): tokens and log-probs by
+:func:`~joy_agents.sampling.tokens.sample_tokens` from the raw logits, a row ended by
+:meth:`StopRules.reason <joy_agents.sampling.tokens.StopRules.reason>` (end-of-turn and EOS ids, ``stop`` strings
+found in the decoded tail of a row whose last token can complete one; a stop inside a row's kept draft ends the row
+there). Each step copies its sampled tokens to the host once (the scheduler needs them to retire rows and check
+drafts); keeping a finished row's prefix and a compaction add one copy each, only in the steps where they happen.
+
+**Out of memory.** When a prefill or a decode step raises ``torch.OutOfMemoryError``, the lane takes back every
+request it holds (the running rows keep the tokens they have, and go on from there when they join again: their
+prompt and tokens are prefilled), drops its kept prefixes, halves the rows it admits at once (a prefill) or the
+rows it decodes together (a decode step), says so in one warning line and goes on at the next step; it raises a
+one-line error only when a single row does not fit. Nothing is lost: greedy outputs equal those of a run that had
+the memory.
 
 Models whose cache is not a plain per-layer key/value cache (sliding-window or other special attention layers)
-are refused by :func:`continuous_supported`; the rollout engine then uses ``generate`` per role. Not here yet: a
-static cache with compiled or CUDA-graph decode steps (on a GPU, the ``vllm`` engine has them:
-:mod:`joy_agents.vllm_engine`).
+are refused by :func:`continuous_supported`; the factory then makes the ``generate`` sampler
+(:func:`~joy_agents.sampling.base.make_sampler`). Not here yet: a static cache with compiled or CUDA-graph
+decode steps (on a GPU, the ``vllm`` engine has them: :mod:`joy_agents.sampling.vllm`).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from joy_agents.adapters import _hf_model, _vocab_size
-from joy_agents.config import Sample, SamplingConfig
-from joy_agents.decoding import nucleus_logits, stop_end_candidates, stop_rules
-from joy_agents.drafts import PromptLookup, accepted_length, step_width
-from joy_agents.engine_stats import EngineStats
-from joy_agents.kv_slots import SlotBatch
-from joy_agents.policy import TeamPolicy, _as_id_list
-from joy_agents.prefill import _cache_argument, plain_layout, prefill_shared, prompt_layout
-from joy_agents.stacked_lora import StackedLoRA
+from joy_agents.adapters import hf_model
+from joy_agents.config import Sample, SamplingConfig, as_id_list
+from joy_agents.policy import TeamPolicy
+from joy_agents.prefill import cache_argument, plain_layout, prefill_shared, prompt_layout
+from joy_agents.sampling.drafts import PromptLookup, accepted_length, step_width
+from joy_agents.sampling.kv_slots import SlotBatch
+from joy_agents.sampling.prefix_cache import KeptPrefix, PrefixCache
+from joy_agents.sampling.settings import GenerationSettings, check_count
+from joy_agents.sampling.stacked_lora import StackedLoRA
+from joy_agents.sampling.stats import EngineStats
+from joy_agents.sampling.tokens import StopRules, sample_tokens, team_stop_rules
 
-ENGINES = ("continuous", "generate", "vllm")
-"""Generation engines of the rollouts (``RolloutConfig.engine``) and of :func:`sample_many`."""
-
-MIN_REUSE = 16
-"""Fewest first tokens a prompt must share with a kept prefix for its cache to be reused."""
-
-__all__ = ["ContinuousSampler", "EngineStats", "StackedLoRA", "continuous_supported", "sample_many"]
+__all__ = ["ContinuousSampler", "continuous_supported"]
 
 
 def continuous_supported(team: Any) -> bool:
@@ -79,7 +80,7 @@ def continuous_supported(team: Any) -> bool:
     if not isinstance(team, TeamPolicy):
         return False
     for role in team.roles:
-        config = _hf_model(team.model_for(role)).config
+        config = hf_model(team.model_for(role)).config
         if hasattr(config, "get_text_config"):
             config = config.get_text_config()
         kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
@@ -91,12 +92,6 @@ def continuous_supported(team: Any) -> bool:
     return True
 
 
-def _check_count(name: str, value: Any, minimum: int, meaning: str = "") -> None:
-    """Refuse ``value`` unless it is an int >= ``minimum`` (``meaning`` explains a special value)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}{meaning}, got {value!r}")
-
-
 @dataclass
 class _Row:
     key: Any
@@ -106,39 +101,31 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
     lookup: PromptLookup | None = None
 
-
-@dataclass(eq=False)
-class _Prefix:
-    """The KV cache of a finished row's tokens, kept for later prompts of the same role that start with them."""
-
-    role: str
-    tokens: np.ndarray  # (L,)
-    keys: list[torch.Tensor]  # per layer (heads, L, dim)
-    values: list[torch.Tensor]
-    used: int = 0
-
-
-def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    """How many first tokens ``a`` and ``b`` share."""
-    k = min(len(a), len(b))
-    same = a[:k] == b[:k]
-    return k if bool(same.all()) else int(same.argmin())
+    @property
+    def context(self) -> list[int]:
+        """What the row's next prefill runs: its prompt, and the tokens it kept before memory ran out."""
+        return self.prompt + self.tokens if self.tokens else self.prompt
 
 
 class _Lane:
-    """The running batch of one model (:class:`~joy_agents.kv_slots.SlotBatch`), its waiting rows and kept
-    prefixes."""
+    """The running batch of one model (:class:`~joy_agents.sampling.kv_slots.SlotBatch`), its waiting rows, kept
+    prefixes and the rows it may admit at once and decode together (halved when memory runs out)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, shared: bool, device: torch.device) -> None:
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, shared: bool, device: torch.device, rows: int) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.shared = shared  # a PeftModel holding several roles' adapters
-        self.batch = SlotBatch(_hf_model(model).config, device, int(tokenizer.pad_token_id))
+        self.device = device
+        self.batch = self.new_batch()
         self.waiting: collections.deque[_Row] = collections.deque()
-        self.prefixes: list[_Prefix] = []
-        self.prefix_tokens = 0
+        self.prefixes: PrefixCache | None = None
+        self.max_rows = rows
+        self.max_joiners = rows
         self._parameters = list(model.parameters())
         self.version = self.weights_version()
+
+    def new_batch(self) -> SlotBatch:
+        return SlotBatch(hf_model(self.model).config, self.device, int(self.tokenizer.pad_token_id))
 
     def weights_version(self) -> int:
         """Grows whenever a weight of the model changes in place (an optimizer step, ``load_state_dict``)."""
@@ -149,19 +136,12 @@ class _Lane:
         return len(self.batch.live)
 
 
-def _left_pad_to(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
-    extra = width - t.shape[dim]
-    if extra <= 0:
-        return t
-    shape = list(t.shape)
-    shape[dim] = extra
-    return torch.cat([t.new_zeros(shape), t], dim=dim)
-
-
 class ContinuousSampler:
     """Continuous batching over a :class:`~joy_agents.policy.TeamPolicy` (see the module documentation).
 
-    ``max_rows`` caps the rows decoded together per model; more requests wait for a free row.
+    The options are those of :class:`~joy_agents.sampling.settings.GenerationSettings` (and default to its
+    defaults): ``max_rows`` (its ``max_batch_rows``) caps the rows decoded together per model; more requests wait
+    for a free row.
     ``prefix_tokens`` caps the tokens of finished rows whose KV cache is kept (least recently used first out) for
     later prompts of the same role that start with the same tokens: the next turn of an episode (its prompt is the
     last one plus the turn and what came back) and the system prompt and tools every prompt of a role starts with
@@ -177,17 +157,17 @@ class ContinuousSampler:
         self,
         team: Any,
         sampling: SamplingConfig,
-        max_rows: int = 256,
-        prefix_tokens: int = 32768,
-        draft_tokens: int = 0,
-        draft_max_rows: int = 64,
+        max_rows: int = GenerationSettings.max_batch_rows,
+        prefix_tokens: int = GenerationSettings.prefix_tokens,
+        draft_tokens: int = GenerationSettings.draft_tokens,
+        draft_max_rows: int = GenerationSettings.draft_max_rows,
     ) -> None:
         if not isinstance(sampling, SamplingConfig):
             raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
-        _check_count("max_rows", max_rows, 1)
-        _check_count("prefix_tokens", prefix_tokens, 0, " (0: keep none)")
-        _check_count("draft_tokens", draft_tokens, 0, " (0: no drafts)")
-        _check_count("draft_max_rows", draft_max_rows, 1)
+        check_count("max_rows", max_rows, 1)
+        check_count("prefix_tokens", prefix_tokens, 0, " (0: keep none)")
+        check_count("draft_tokens", draft_tokens, 0, " (0: no drafts)")
+        check_count("draft_max_rows", draft_max_rows, 1)
         self.draft_tokens, self.draft_max_rows = draft_tokens, draft_max_rows
         self.team = team
         self.prefix_tokens = prefix_tokens
@@ -196,21 +176,20 @@ class ContinuousSampler:
         self.stats = EngineStats()
         self._lanes: dict[int, _Lane] = {}
         self._role_lane: dict[str, _Lane] = {}
-        self._ends: dict[int, tuple[set[int], tuple[str, ...], list[bool] | None, set[int], int]] = {}
+        self._rules: dict[int, StopRules] = {}
         self._training: list[torch.nn.Module] = []
         self._stack: StackedLoRA | None = None
-        self._clock = 0
 
     # ------------------------------------------------------------------ requests
     def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
         """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
         ``(key, sample)``."""
-        self.team._check_role(role)
-        prompt = _as_id_list("prompt_ids", prompt_ids)
-        _check_count("num_samples", num_samples, 1)
+        self.team.check_role(role)
+        prompt = as_id_list("prompt_ids", prompt_ids)
+        check_count("num_samples", num_samples, 1)
         if len(prompt) < 2:
             raise ValueError(f"a prompt needs at least 2 tokens for continuous batching, got {len(prompt)}")
-        self.team._check_ids(role, [prompt], extra=self.sampling.max_new_tokens)
+        self.team.check_ids(role, [prompt], extra=self.sampling.max_new_tokens)
         lane = self._lane(role)
         for _ in range(num_samples):
             lane.waiting.append(_Row(key=key, role=role, prompt=prompt))
@@ -224,22 +203,18 @@ class ContinuousSampler:
         if role not in self._role_lane:
             model = self.team.model_for(role)
             if id(model) not in self._lanes:
-                shared = model is getattr(self.team, "_shared", None)
-                self._lanes[id(model)] = _Lane(model, self.team.tokenizer_for(role), shared, self.team.device)
+                shared = model is self.team.shared_model
+                lane = _Lane(model, self.team.tokenizer_for(role), shared, self.team.device, self.max_rows)
+                lane.prefixes = PrefixCache(self.prefix_tokens)
+                self._lanes[id(model)] = lane
             self._role_lane[role] = self._lanes[id(model)]
         return self._role_lane[role]
 
-    def _end_rules(self, lane: _Lane, role: str) -> tuple[set[int], tuple[str, ...], list[bool] | None, set[int], int]:
-        """A lane's stop ids, text stops, stop-candidate table, ids hidden from texts and tail length."""
-        if id(lane) not in self._ends:
-            tok = lane.tokenizer
-            rules = stop_rules(tok, self.team._eos_ids(role), self.sampling.stop)
-            text_stops = rules.text_stops
-            vocab = _vocab_size(lane.model)
-            candidates = stop_end_candidates(tok, text_stops, vocab).tolist() if text_stops else None
-            tail = max((len(s.encode("utf-8")) for s in text_stops), default=0) + 1
-            self._ends[id(lane)] = (set(rules.end_ids), text_stops, candidates, set(rules.hidden), tail)
-        return self._ends[id(lane)]
+    def _stop_rules(self, lane: _Lane, role: str) -> StopRules:
+        """A lane's :class:`~joy_agents.sampling.tokens.StopRules` (the same for every role of one model)."""
+        if id(lane) not in self._rules:
+            self._rules[id(lane)] = team_stop_rules(self.team, role, self.sampling.stop)
+        return self._rules[id(lane)]
 
     # ------------------------------------------------------------------ one step
     def step(self) -> list[tuple[Any, Sample]]:
@@ -252,8 +227,16 @@ class ContinuousSampler:
                 if lane.model.training:  # switched once per sampler (walking the modules costs), restored by close
                     self._training.append(lane.model)
                     lane.model.eval()
-                self._admit(lane)
-                finished += self._decode(lane)
+                joining: list[_Row] = []
+                try:
+                    self._admit(lane, joining)
+                except torch.OutOfMemoryError:
+                    self._out_of_memory(lane, joining, "prefill")
+                    continue
+                try:
+                    finished += self._decode(lane)
+                except torch.OutOfMemoryError:
+                    self._out_of_memory(lane, [], "decode")
         return finished
 
     def close(self) -> None:
@@ -262,7 +245,7 @@ class ContinuousSampler:
         for model in self._training:
             model.train()
         self._training = []
-        self._lanes, self._role_lane, self._ends, self._stack = {}, {}, {}, None
+        self._lanes, self._role_lane, self._rules, self._stack = {}, {}, {}, None
 
     def __enter__(self) -> ContinuousSampler:
         return self
@@ -270,21 +253,59 @@ class ContinuousSampler:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _admit(self, lane: _Lane) -> None:
-        room = self.max_rows - lane.running
+    def _out_of_memory(self, lane: _Lane, joining: list[_Row], where: str) -> None:
+        """Take back every request of ``lane`` (the running rows with their tokens, then the rows that were
+        joining, in order, ahead of those waiting), free its caches, and halve the rows it admits at once (after a
+        prefill) or decodes together (after a decode step); a one-line error when one row is already the least."""
+        running = [lane.batch.rows[i] for i in lane.batch.live]
+        taken = running + [r for r in joining if all(r is not x for x in running)]
+        lane.batch = lane.new_batch()
+        lane.waiting.extendleft(reversed(taken))
+        assert lane.prefixes is not None
+        lane.prefixes.clear()
+        self._stack = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        self.stats.oom_retries += 1
+        if where == "prefill" and len(joining) > 1:
+            lane.max_joiners = len(joining) // 2
+            now = f"admitting at most {lane.max_joiners} rows at once"
+        elif len(running) > 1:
+            lane.max_rows = len(running) // 2
+            lane.max_joiners = min(lane.max_joiners, lane.max_rows)
+            now = f"decoding at most {lane.max_rows} rows together"
+        else:
+            longest = max(len(r.context) for r in taken)
+            raise torch.OutOfMemoryError(
+                f"out of memory sampling one row of {longest} tokens in a {where} step; lower max_prompt_tokens or "
+                "max_new_tokens, or use a device with more memory"
+            )
+        warnings.warn(
+            f"out of memory in a {where} step of {len(running)} running and {len(joining)} joining rows: their "
+            f"requests are queued again, now {now}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def _admit(self, lane: _Lane, joiners: list[_Row]) -> None:
+        """Take waiting rows into ``joiners`` (at most the lane's free rows and ``max_joiners``) and add them to the
+        batch, each role's fresh prompts in one prefill and those that start with kept prefixes in one more."""
+        room = min(lane.max_rows - lane.running, lane.max_joiners)
         if room <= 0 or not lane.waiting:
             return
+        assert lane.prefixes is not None
         version = lane.weights_version()
         if version != lane.version:  # the weights changed: kept caches and the stacked adapters are stale
-            lane.prefixes, lane.prefix_tokens, lane.version = [], 0, version
+            lane.prefixes.clear()
+            lane.version = version
             if lane.shared:
                 self._stack = None
-        joiners = [lane.waiting.popleft() for _ in range(min(room, len(lane.waiting)))]
-        self.stats.prompt_tokens += sum(len(r.prompt) for r in joiners)
+        joiners += [lane.waiting.popleft() for _ in range(min(room, len(lane.waiting)))]
+        self.stats.prompt_tokens += sum(len(r.context) for r in joiners)
         by_role: dict[str, list[_Row]] = {}
-        reusing: dict[str, list[tuple[_Row, _Prefix, int]]] = {}
+        reusing: dict[str, list[tuple[_Row, KeptPrefix, int]]] = {}
         for row in joiners:
-            found = self._find_prefix(lane, row)
+            found = lane.prefixes.find(row.role, row.context)
             if found is None:
                 by_role.setdefault(row.role, []).append(row)
             else:
@@ -298,7 +319,7 @@ class ContinuousSampler:
         """A context in which ``lane.model`` runs ``role``'s adapter for every row."""
         stacked = self._stacked(lane) if lane.shared else None
         if stacked is None:
-            self.team._activate(role)
+            self.team.activate(role)
             return contextlib.nullcontext()
         stacked.set_rows([role])  # one role: its mask broadcasts over any number of rows
         return stacked
@@ -307,7 +328,7 @@ class ContinuousSampler:
         """Prefill the prompts of ``rows`` (all ``role``'s), shared parts once, and add them to the batch."""
         device = self.team.device
         pad_id = int(lane.tokenizer.pad_token_id)
-        prompts = [r.prompt for r in rows]
+        prompts = [r.context for r in rows]
         layout = prompt_layout(prompts, pad_id, device) if self.team.config.share_prefix else None
         layout = layout or plain_layout(prompts, pad_id, device)
         with self._adapter(lane, role):
@@ -319,40 +340,17 @@ class ContinuousSampler:
         pos = layout.positions[layout.index, width - 1]  # (n,)
         lane.batch.add(rows, cache, mask, last, pos)
 
-    def _find_prefix(self, lane: _Lane, row: _Row) -> tuple[_Prefix, int] | None:
-        """The kept prefix of ``row``'s role sharing the most first tokens with its prompt (all but the last
-        token), and how many; None under ``MIN_REUSE`` tokens."""
-        if not lane.prefixes:
-            return None
-        need = np.asarray(row.prompt[:-1])
-        best, length = None, 0
-        for entry in lane.prefixes:
-            if entry.role == row.role:
-                n = common_prefix(entry.tokens, need)
-                if n > length:
-                    best, length = entry, n
-        if best is None or length < MIN_REUSE:
-            return None
-        return best, length
-
-    def _extend(self, lane: _Lane, role: str, items: list[tuple[_Row, _Prefix, int]]) -> None:
+    def _extend(self, lane: _Lane, role: str, items: list[tuple[_Row, KeptPrefix, int]]) -> None:
         """Add rows whose prompts start with kept prefixes: each row's kept keys and values (right-aligned), then
         one forward over the rest of every prompt but its last token, padding between them masked out."""
+        assert lane.prefixes is not None
         device = self.team.device
         pad_id = int(lane.tokenizer.pad_token_id)
         self.stats.reused_tokens += sum(n for _, _, n in items)
-        kept = max(n for _, _, n in items)
-        rests = [row.prompt[n:-1] for row, _, n in items]
+        contexts = [row.context for row, _, _ in items]
+        rests = [c[n:-1] for c, (_, _, n) in zip(contexts, items, strict=True)]
         width = max(len(r) for r in rests)
-        layers = len(items[0][1].keys)
-        cache = DynamicCache(config=_hf_model(lane.model).config)
-        for layer in range(layers):
-            keys = torch.stack([_left_pad_to(e.keys[layer][:, :n], kept, 1) for _, e, n in items])  # (n, H, K, D)
-            values = torch.stack([_left_pad_to(e.values[layer][:, :n], kept, 1) for _, e, n in items])
-            cache.update(keys, values, layer)
-        for _, entry, _ in items:
-            self._clock += 1
-            entry.used = self._clock
+        cache, kept = lane.prefixes.cache_of([(e, n) for _, e, n in items], hf_model(lane.model).config)
         mask = torch.zeros((len(items), kept + width), dtype=torch.long)
         ids = torch.full((len(items), width), pad_id, dtype=torch.long)
         positions = torch.zeros((len(items), width), dtype=torch.long)
@@ -371,37 +369,26 @@ class ContinuousSampler:
                     position_ids=positions,
                     use_cache=True,
                     logits_to_keep=1,
-                    **{_cache_argument(type(_hf_model(lane.model))): cache},
+                    **{cache_argument(type(hf_model(lane.model))): cache},
                 )
             self.stats.prefill_forwards += 1
         rows = [row for row, _, _ in items]
-        last = torch.tensor([row.prompt[-1] for row in rows], device=device)
-        pos = torch.tensor([len(row.prompt) - 1 for row in rows], device=device)
+        last = torch.tensor([c[-1] for c in contexts], device=device)
+        pos = torch.tensor([len(c) - 1 for c in contexts], device=device)
         lane.batch.add(rows, cache, mask, last, pos)
 
     def _keep_prefixes(self, lane: _Lane, finished: list[int]) -> None:
         """Keep the KV cache of the finished slots' rows (their prompt and completion but the last token)."""
+        assert lane.prefixes is not None
         for i in finished:
             row = lane.batch.rows[i]
-            tokens = np.asarray((row.prompt + row.tokens)[:-1])
-            if len(tokens) > self.prefix_tokens or any(
-                e.role == row.role and len(e.tokens) == len(tokens) and bool((e.tokens == tokens).all())
-                for e in lane.prefixes
-            ):
-                continue
-            keys, values = lane.batch.row_kv(i, limit=len(tokens))
-            self._clock += 1
-            lane.prefixes.append(_Prefix(row.role, tokens, keys, values, self._clock))
-            lane.prefix_tokens += len(tokens)
-        while lane.prefix_tokens > self.prefix_tokens:
-            oldest = min(lane.prefixes, key=lambda e: e.used)
-            lane.prefixes.remove(oldest)
-            lane.prefix_tokens -= len(oldest.tokens)
+            lane.prefixes.keep(row.role, (row.prompt + row.tokens)[:-1], lambda n, i=i: lane.batch.row_kv(i, limit=n))
+        lane.prefixes.evict()
 
     def _drafts(self, batch: Any, live: list[int]) -> dict[int, list[int]]:
-        """Each live row's prompt-lookup draft (:class:`~joy_agents.drafts.PromptLookup`), capped so that the
-        step's tokens stay within the row's token cap, and cut to the width at least half of the rows fill
-        (:func:`~joy_agents.drafts.step_width`)."""
+        """Each live row's prompt-lookup draft (:class:`~joy_agents.sampling.drafts.PromptLookup`), capped so that
+        the step's tokens stay within the row's token cap, and cut to the width at least half of the rows fill
+        (:func:`~joy_agents.sampling.drafts.step_width`)."""
         drafts: dict[int, list[int]] = {}
         for i in live:
             row = batch.rows[i]
@@ -417,18 +404,19 @@ class ContinuousSampler:
         return {i: d[:width] for i, d in drafts.items()} if width else {}
 
     def _decode(self, lane: _Lane) -> list[tuple[Any, Sample]]:
+        """One decode forward over every row of ``lane`` (and its drafts); the samples that finished."""
         batch = lane.batch
         live = batch.live
         first = batch.rows[live[0]].role
         roles = [r.role if r is not None else first for r in batch.rows]  # a free slot runs any role
-        extra: dict[str, Any] = {_cache_argument(type(_hf_model(lane.model))): batch.cache}
+        extra: dict[str, Any] = {cache_argument(type(hf_model(lane.model))): batch.cache}
         stacked = self._stacked(lane) if lane.shared else None
         if stacked is not None:
             stacked.set_rows(roles if len(set(roles)) > 1 else roles[:1])  # each row through its role's adapter
         elif lane.shared and len(set(roles)) > 1:
             extra["adapter_names"] = roles  # PEFT's mixed batches (LoRA variants)
         else:
-            self.team._activate(first)
+            self.team.activate(first)
         drafts = self._drafts(batch, live) if self.draft_tokens and len(live) <= self.draft_max_rows else {}
         input_ids, mask, positions = batch.inputs(drafts)
         width = input_ids.shape[1]
@@ -441,17 +429,19 @@ class ContinuousSampler:
                 logits_to_keep=width,
                 **extra,
             )
-        self.stats.decode_forwards += 1
-        self.stats.rows_decoded += len(roles)
-        self.stats.draft_positions += len(roles) * (width - 1)
         logits = out.logits[:, -width:]
-        tokens, logprobs = self._sample(logits.reshape(-1, logits.shape[-1]))  # (B * width,)
+        temperature, top_p = self.sampling.temperature, self.sampling.top_p
+        tokens, logprobs = sample_tokens(logits.reshape(-1, logits.shape[-1]), temperature, top_p)  # (B * width,)
         tokens, logprobs = tokens.view(len(roles), width), logprobs.view(len(roles), width)
         host = torch.stack([tokens.to(logprobs.dtype), logprobs]).tolist()  # the one host copy of the step
         ids, lps = [[int(t) for t in row] for row in host[0]], host[1]  # ids < 2**24 are exact in float32
         accepted = [accepted_length(drafts.get(i, ()), ids[i]) for i in range(len(roles))]
         batch.advance(tokens[:, 0] if width == 1 else tokens, accepted)
-        ends, text_stops, candidates, hidden, tail = self._end_rules(lane, first)
+        self.stats.decode_forwards += 1
+        self.stats.rows_decoded += len(roles)
+        self.stats.draft_positions += len(roles) * (width - 1)
+        rules = self._stop_rules(lane, first)
+        cap = self.sampling.max_new_tokens
         done: list[tuple[int, str]] = []
         for i in live:
             row, kept = batch.rows[i], accepted[i]
@@ -463,7 +453,7 @@ class ContinuousSampler:
             for tok, lp in zip(ids[i][: kept + 1], lps[i][: kept + 1], strict=True):
                 row.tokens.append(tok)
                 row.logprobs.append(lp)
-                reason = self._stop_reason(lane, row, tok, ends, text_stops, candidates, tail)
+                reason = rules.reason(row.tokens, cap)
                 if reason:
                     break
             if reason:
@@ -475,11 +465,7 @@ class ContinuousSampler:
                 batch.remove([])  # the compaction check: drafted columns no row kept
             return []
         finished = []
-        texts = lane.tokenizer.batch_decode(
-            [[t for t in batch.rows[i].tokens if t not in hidden] for i, _ in done],
-            skip_special_tokens=False,
-            clean_up_tokenization_spaces=False,
-        )
+        texts = rules.texts([batch.rows[i].tokens for i, _ in done])
         for (i, reason), text in zip(done, texts, strict=True):
             row = batch.rows[i]
             finished.append((row.key, Sample(list(row.prompt), row.tokens, row.logprobs, text, reason)))
@@ -490,93 +476,9 @@ class ContinuousSampler:
         batch.remove([i for i, _ in done])
         return finished
 
-    def _stop_reason(
-        self,
-        lane: _Lane,
-        row: _Row,
-        tok: int,
-        ends: set[int],
-        text_stops: tuple[str, ...],
-        candidates: list[bool] | None,
-        tail: int,
-    ) -> str | None:
-        """``"stop"`` if ``tok`` (just appended to ``row``) ends the turn, ``"length"`` at the token cap, else None."""
-        if tok in ends:
-            return "stop"
-        if text_stops and candidates is not None and (tok >= len(candidates) or candidates[tok]):
-            text = lane.tokenizer.decode(
-                row.tokens[-tail:], skip_special_tokens=False, clean_up_tokenization_spaces=False
-            )
-            if any(s in text for s in text_stops):
-                return "stop"
-        if len(row.tokens) >= self.sampling.max_new_tokens:
-            return "length"
-        return None
-
     def _stacked(self, lane: _Lane) -> StackedLoRA | None:
         """The lane's :class:`StackedLoRA` (built once per sampler), or None where it does not apply."""
         if self._stack is None:
             roles = tuple(r for r in self.team.roles if self.team.model_for(r) is lane.model)
             self._stack = StackedLoRA(lane.model, roles)
         return self._stack if self._stack.supported else None
-
-    def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tokens and their log-probs (see the module documentation) from raw logits (B, V)."""
-        logits = logits.float()
-        temperature = self.sampling.temperature
-        if temperature == 0:
-            tokens = logits.argmax(-1)
-            scaled = logits
-        else:
-            scaled = logits / temperature if temperature != 1.0 else logits
-            kept = nucleus_logits(scaled, self.sampling.top_p) if self.sampling.top_p < 1.0 else scaled
-            tokens = torch.multinomial(kept.softmax(-1), 1).squeeze(1)
-        picked = scaled.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(scaled, dim=-1)
-        return tokens, picked
-
-
-def sample_many(
-    team: Any,
-    requests: list[tuple[str, list[int]]],
-    sampling: SamplingConfig,
-    num_samples: int = 1,
-    max_rows: int = 256,
-    engine: str = "continuous",
-    draft_tokens: int = 0,
-    draft_max_rows: int = 64,
-) -> list[list[Sample]]:
-    """``num_samples`` samples of each ``(role, prompt_ids)`` request; ``result[i][j]`` is sample ``j`` of request
-    ``i``. The ``continuous`` engine decodes every role in the same batches (:class:`ContinuousSampler`);
-    ``vllm`` sends all requests in one vLLM call (:mod:`joy_agents.vllm_engine`); ``generate`` (or a model the
-    continuous engine does not support) makes one ``team.generate`` call per role. ``draft_tokens`` and
-    ``draft_max_rows``: the continuous engine's prompt-lookup drafts (:class:`ContinuousSampler`)."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    _check_count("num_samples", num_samples, 1)
-    _check_count("draft_tokens", draft_tokens, 0, " (0: no drafts)")
-    _check_count("draft_max_rows", draft_max_rows, 1)
-    if engine == "vllm":
-        from joy_agents.vllm_engine import vllm_engine
-
-        return vllm_engine(team).generate([(role, list(prompt), num_samples) for role, prompt in requests], sampling)
-    if engine == "continuous" and continuous_supported(team):
-        out: list[list[Any]] = [[None] * num_samples for _ in requests]
-        with ContinuousSampler(
-            team, sampling, max_rows=max_rows, draft_tokens=draft_tokens, draft_max_rows=draft_max_rows
-        ) as sampler:
-            for i, (role, prompt) in enumerate(requests):
-                for j in range(num_samples):
-                    sampler.submit(role, prompt, (i, j))
-            while sampler.busy:
-                for (i, j), sample in sampler.step():
-                    out[i][j] = sample
-        return out
-    by_role: dict[str, list[int]] = {}
-    for i, (role, _) in enumerate(requests):
-        by_role.setdefault(role, []).append(i)
-    result: list[list[Sample]] = [[] for _ in requests]
-    for role, idx in by_role.items():
-        groups = team.generate(role, [requests[i][1] for i in idx], sampling, num_samples=num_samples)
-        for i, group in zip(idx, groups, strict=True):
-            result[i] = group
-    return result

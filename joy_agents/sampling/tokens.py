@@ -1,22 +1,41 @@
-"""One decode step of sampling: nucleus truncation, the log-prob of each sampled token, and when a row ends.
+"""Token sampling and stop rules, shared by the three samplers: one decode step from logits to tokens, and when
+a row ends.
 
-:func:`nucleus_logits` keeps the ``top_p`` nucleus; :class:`_LogprobRecorder` (a logits processor) records
-``log_softmax(logits / temperature)`` of every sampled token; :func:`stop_rules` says which ids end a role's rows
-and which stop strings must be found in the decoded text; :class:`_StopCriterion` finds them, decoding only rows
-whose last token can complete a stop string (:func:`stop_end_candidates`). The behaviour is documented with
-:meth:`joy_agents.policy.TeamPolicy.generate` (module :mod:`joy_agents.policy`).
+* :func:`sample_tokens` draws the next token of every row from raw logits (``temperature == 0``: greedy;
+  otherwise ``softmax(logits / temperature)`` within the ``top_p`` nucleus, :func:`nucleus_logits`) and returns
+  its log-prob ``log_softmax(logits / temperature)`` (temperature 1 when greedy), computed from the raw logits and
+  not renormalised over the nucleus: the quantity ``TeamPolicy.logprobs`` recomputes for the update.
+  :class:`LogprobRecorder` applies the same rule inside ``model.generate`` (the ``generate`` sampler).
+* :class:`StopRules` (:func:`stop_rules`, :func:`team_stop_rules`) says which ids end a role's rows (EOS and
+  end-of-turn ids, stop strings spelled by a single token), which stop strings must be found in the decoded tail
+  of a row, and which ids are left out of a sample's text. :meth:`StopRules.reason` ends one row (the
+  ``continuous`` sampler), :class:`StopCriterion` a whole ``generate`` batch, vLLM gets the same ids and strings;
+  :meth:`StopRules.texts` decodes the finished completions of all three. Only a row whose last token can complete
+  a stop string (:func:`stop_end_candidates`) has its tail decoded.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-__all__ = ["StopRules", "nucleus_logits", "stop_end_candidates", "stop_rules"]
+from joy_agents.adapters import vocab_size
+
+__all__ = [
+    "LogprobRecorder",
+    "StopCriterion",
+    "StopRules",
+    "candidate_list",
+    "nucleus_logits",
+    "sample_tokens",
+    "stop_end_candidates",
+    "stop_rules",
+    "team_stop_rules",
+]
 
 
 def nucleus_logits(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -30,6 +49,21 @@ def nucleus_logits(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
     return scaled.masked_fill(drop, float("-inf"))
 
 
+def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The next token of every row of raw ``logits`` (rows, vocab) and its log-prob (see the module
+    documentation): two (rows,) tensors."""
+    logits = logits.float()
+    if temperature == 0:
+        tokens = logits.argmax(-1)
+        scaled = logits
+    else:
+        scaled = logits / temperature if temperature != 1.0 else logits
+        kept = nucleus_logits(scaled, top_p) if top_p < 1.0 else scaled
+        tokens = torch.multinomial(kept.softmax(-1), 1).squeeze(1)
+    picked = scaled.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(scaled, dim=-1)
+    return tokens, picked
+
+
 @dataclass(frozen=True)
 class StopRules:
     """How a role's rows end (:func:`stop_rules`)."""
@@ -41,12 +75,48 @@ class StopRules:
     hidden: frozenset[int]
     """Ids left out of a sample's text: end-of-turn and padding (special tokens), never content such as
     ``</answer>``, even when the model's ``generation_config`` lists it as an EOS id."""
+    tokenizer: Any = field(default=None, repr=False, compare=False)
+    """The tokenizer the rules are of (it decodes tails and texts)."""
+    candidates: list[bool] | None = field(default=None, repr=False, compare=False)
+    """Per token id, whether it can complete a text stop (:func:`stop_end_candidates`); None without text stops."""
+
+    @property
+    def tail(self) -> int:
+        """Tokens of a row's tail decoded to look for a text stop: a stop of b bytes is covered by at most b
+        tokens, and one more for a token that starts before it."""
+        return max((len(s.encode("utf-8")) for s in self.text_stops), default=0) + 1
+
+    def reason(self, tokens: list[int], max_new_tokens: int) -> str | None:
+        """Why a row whose completion is ``tokens`` (its last token just sampled) ends: ``"stop"`` (an end id,
+        or a text stop in its decoded tail), ``"length"`` (``max_new_tokens`` reached), or None."""
+        tok = tokens[-1]
+        if tok in self.end_ids:
+            return "stop"
+        cand = self.candidates
+        if self.text_stops and cand is not None and (tok >= len(cand) or cand[tok]):
+            text = self.tokenizer.decode(
+                tokens[-self.tail :], skip_special_tokens=False, clean_up_tokenization_spaces=False
+            )
+            if any(s in text for s in self.text_stops):
+                return "stop"
+        if len(tokens) >= max_new_tokens:
+            return "length"
+        return None
+
+    def texts(self, completions: Sequence[Sequence[int]]) -> list[str]:
+        """The texts of finished completions: decoded with special tokens kept, the :attr:`hidden` ids left out."""
+        return self.tokenizer.batch_decode(
+            [[t for t in c if t not in self.hidden] for c in completions],
+            skip_special_tokens=False,
+            clean_up_tokenization_spaces=False,
+        )
 
 
-def stop_rules(tokenizer: Any, eos_ids: Sequence[int], stop: Sequence[str]) -> StopRules:
-    """The :class:`StopRules` of ``tokenizer`` with EOS ids ``eos_ids`` and stop strings ``stop``. An added token
-    (e.g. ``</answer>`` of the tiny tokenizer) is always encoded alone, so its id alone detects it; only other stop
-    strings need the decoded tail."""
+def stop_rules(tokenizer: Any, eos_ids: Sequence[int], stop: Sequence[str], vocab_size: int | None = None) -> StopRules:
+    """The :class:`StopRules` of ``tokenizer`` with EOS ids ``eos_ids`` and stop strings ``stop`` (``vocab_size``:
+    the model's embedding rows, when more than the tokenizer's). An added token (e.g. ``</answer>`` of the tiny
+    tokenizer) is always encoded alone, so its id alone detects it; only other stop strings need the decoded
+    tail."""
     single = set()
     for text in stop:
         enc = tokenizer.encode(text, add_special_tokens=False)
@@ -54,14 +124,23 @@ def stop_rules(tokenizer: Any, eos_ids: Sequence[int], stop: Sequence[str]) -> S
             single.add(int(enc[0]))
     added = tokenizer.get_added_vocab()
     specials = {int(t) for t in tokenizer.all_special_ids}
+    text_stops = tuple(text for text in stop if text not in added)
     return StopRules(
         end_ids=frozenset(set(eos_ids) | single),
-        text_stops=tuple(text for text in stop if text not in added),
+        text_stops=text_stops,
         hidden=frozenset((set(eos_ids) & specials) | {int(tokenizer.pad_token_id)}),
+        tokenizer=tokenizer,
+        candidates=candidate_list(tokenizer, text_stops, vocab_size) if text_stops else None,
     )
 
 
-class _LogprobRecorder:
+def team_stop_rules(team: Any, role: str, stop: Sequence[str]) -> StopRules:
+    """The :class:`StopRules` of ``role`` of a :class:`~joy_agents.policy.TeamPolicy` (its tokenizer, its EOS and
+    end-of-turn ids, :meth:`~joy_agents.policy.TeamPolicy.eos_ids`) with the stop strings ``stop``."""
+    return stop_rules(team.tokenizer_for(role), team.eos_ids(role), stop, vocab_size(team.model_for(role)))
+
+
+class LogprobRecorder:
     """Logits processor: records log_softmax(raw_logits / T) of each sampled token, applies temperature/top-p.
 
     Called once per generation step with the RAW logits (it is the only processor). The token sampled at
@@ -112,9 +191,7 @@ class _LogprobRecorder:
         return torch.stack(self.steps, dim=1)
 
 
-_END_CANDIDATES: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], torch.Tensor]] = (
-    weakref.WeakKeyDictionary()
-)
+_END_CANDIDATES: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], Any]] = weakref.WeakKeyDictionary()
 
 
 def stop_end_candidates(tokenizer: Any, stop_strings: Sequence[str], vocab_size: int | None = None) -> torch.Tensor:
@@ -147,7 +224,21 @@ def stop_end_candidates(tokenizer: Any, stop_strings: Sequence[str], vocab_size:
     return mask
 
 
-class _StopCriterion:
+def candidate_list(tokenizer: Any, stop_strings: Sequence[str], vocab_size: int | None = None) -> list[bool]:
+    """:func:`stop_end_candidates` as a list (one Python bool per id: what a per-row check indexes fastest),
+    computed once per tokenizer and stop strings."""
+    mask = stop_end_candidates(tokenizer, stop_strings, vocab_size)
+    key = (tuple(stop_strings), -len(mask))  # beside the masks in the tokenizer's cache
+    try:
+        per_tok = _END_CANDIDATES.setdefault(tokenizer, {})
+    except TypeError:
+        per_tok = {}
+    if key not in per_tok:
+        per_tok[key] = mask.tolist()
+    return per_tok[key]  # type: ignore[return-value]
+
+
+class StopCriterion:
     """Per-row stop detection: EOS / single-token stops by id, every stop string in the decoded tail.
 
     Records ``stop_len[row]``: number of generated tokens when the row stopped (-1 while running).

@@ -1,16 +1,17 @@
 """Sampling with vLLM: the team's base model served once, each role's LoRA adapter a vLLM LoRA request.
 
-``RolloutConfig(engine="vllm")`` and ``sample_many(..., engine="vllm")`` send the pending turn of every live
-episode, whatever its role, to one ``vllm.LLM.generate`` call per tick, each prompt with its role's LoRA request;
-vLLM schedules them with its own continuous batching, paged KV cache, prefix caching, multi-LoRA kernels and
-CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of vLLM and the torch it pins).
+The ``vllm`` engine (``GenerationSettings(engine="vllm")``) sends the pending turn of every live episode, whatever its
+role, or every node-wise request, to one ``vllm.LLM.generate`` call per step of :class:`VLLMSampler`, each prompt with
+its role's LoRA request; vLLM schedules them with its own continuous batching, paged KV cache, prefix caching,
+multi-LoRA kernels and CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of vLLM and the torch
+it pins).
 
-* **One engine per team.** :func:`vllm_engine` builds a :class:`VLLMEngine` on first use and keeps it on the team,
-  so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU (0.3 by
-  default: the training model, its optimiser state and activations share the device, as in TRL's colocated mode).
-  Under ``accelerate launch`` with several processes each process builds its own engine on its own GPU (vLLM's
-  ``external_launcher`` backend, seed + rank). The trainers' ``rollout_engine=vllm`` builds it with the run's
-  ``vllm_options`` (:meth:`VLLMConfig.from_options`).
+* **One engine per team.** :func:`vllm_engine` builds a :class:`VLLMEngine` on first use and keeps it as the team's
+  ``vllm_engine``, so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU
+  (0.3 by default: the training model, its optimiser state and activations share the device, as in TRL's colocated
+  mode). Under ``accelerate launch`` with several processes each process builds its own engine on its own GPU
+  (vLLM's ``external_launcher`` backend, seed + rank). The trainers' ``rollout_engine=vllm`` builds it with the
+  run's ``vllm_options`` (:class:`~joy_agents.sampling.settings.VLLMConfig`).
 * **Weights follow training.** The base model of a LoRA team is frozen; only adapters change. Before each tick the
   engine compares every role's adapter parameters' version counters (bumped by each in-place write: an optimiser
   step, a ``load_state_dict``) with those it last sent. A changed adapter is written to the engine's folder and
@@ -23,84 +24,37 @@ CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of v
   log-probs (``log_softmax`` of the logits, temperature 1, as ``Sample.logprobs`` of greedy samples).
 * **Same stops and texts.** Rows stop at the role's end-of-turn and EOS ids and at ``SamplingConfig.stop``
   (single-token stops as stop ids, others as vLLM stop strings); the completion keeps the token that ended it and
-  ``Sample.text`` is decoded from the token ids as the other engines do (:func:`~joy_agents.policy.stop_rules`).
+  ``Sample.text`` is decoded from the token ids as the other engines do
+  (:class:`~joy_agents.sampling.tokens.StopRules`).
 
 Only teams of LoRA adapters on one base model are served (``TeamConfig.use_lora`` and no ``separate_models``);
-other teams use the ``continuous`` engine. Sampling is one call per tick: an episode whose turn ends waits for the
-tick's other turns before its next turn is submitted (vLLM keeps its prefix in the prefix cache meanwhile).
+other teams use the ``continuous`` engine. Sampling is one call per step: an episode whose turn ends waits for the
+step's other turns before its next turn is submitted (vLLM keeps its prefix in the prefix cache meanwhile). Equal
+requests submitted one after the other (the G samples of a node) go to vLLM as one request of G samples.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 
 from joy_agents.config import Sample, SamplingConfig
-from joy_agents.decoding import stop_rules
-from joy_agents.engine_stats import EngineStats
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamPolicy
 from joy_agents.prefill import prompt_batches
+from joy_agents.sampling.settings import INSTALL_HINT, VLLMConfig
+from joy_agents.sampling.stats import EngineStats
+from joy_agents.sampling.tokens import StopRules, team_stop_rules
 
-__all__ = ["VLLMConfig", "VLLMEngine", "VLLMSampler", "vllm_available", "vllm_engine"]
+__all__ = ["VLLMEngine", "VLLMSampler", "vllm_engine"]
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The LoRA ranks vLLM allocates for (``max_lora_rank`` must be one of them)."""
-
-INSTALL_HINT = 'pip install "joyagents[vllm]" (a GPU build of vLLM)'
-
-
-def vllm_available() -> bool:
-    """Whether ``vllm`` is installed (found without importing it)."""
-    try:
-        return importlib.util.find_spec("vllm") is not None
-    except (ImportError, ValueError):  # a broken or stubbed-out vllm module
-        return False
-
-
-@dataclass
-class VLLMConfig:
-    """How the vLLM engine is built (see the module documentation)."""
-
-    gpu_memory_utilization: float = 0.3
-    """Share of the GPU's memory vLLM may take (weights and KV cache); the rest stays for training."""
-    max_model_len: int | None = None
-    """Longest prompt + completion vLLM plans for (None: the model's own limit)."""
-    enable_prefix_caching: bool = True
-    """Keep the KV cache of prompts' starts for later prompts (an episode's next turn, a role's system prompt)."""
-    enforce_eager: bool = False
-    """Run without CUDA graphs (slower decode, faster start)."""
-    seed: int = 0
-    """vLLM's sampling seed."""
-    logprob_batch: int = 16
-    """Rows per teacher-forced forward when log-probs are recomputed by the training model."""
-
-    def __post_init__(self) -> None:
-        u = self.gpu_memory_utilization
-        if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0.0 < u <= 1.0:
-            raise ValueError(f"VLLMConfig.gpu_memory_utilization must be in (0, 1], got {u!r}")
-        n = self.max_model_len
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 16):
-            raise ValueError(f"VLLMConfig.max_model_len must be None or an int >= 16, got {n!r}")
-        b = self.logprob_batch
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise ValueError(f"VLLMConfig.logprob_batch must be an int >= 1, got {b!r}")
-
-    @classmethod
-    def from_options(cls, options: dict[str, Any]) -> VLLMConfig:
-        """A config from a dict of its fields (a run's ``vllm_options``); unknown names are refused by name."""
-        names = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(names))
-        if unknown:
-            raise ValueError(f"unknown vLLM option(s) {unknown}; valid: {', '.join(names)}")
-        return cls(**options)
 
 
 def _lora_rank(rank: int) -> int:
@@ -170,7 +124,7 @@ class VLLMEngine:
                 continue
             folder = os.path.join(self.folder, f"{role}-{self._next_id}")
             os.makedirs(folder)
-            TeamPolicy._save_adapter(self.team.model_for(role), role, folder)
+            TeamPolicy.save_adapter(self.team.model_for(role), role, folder)
             old = self._requests.get(role)
             self._requests[role] = self._lora_request(f"{role}-{self._next_id}", self._next_id, folder)
             self._next_id += 1
@@ -191,14 +145,13 @@ class VLLMEngine:
         self.sync()
         greedy = sampling.temperature == 0
         params_of: dict[tuple[str, int], Any] = {}
-        hidden_of: dict[str, frozenset[int]] = {}
+        rules_of: dict[str, StopRules] = {}
         prompts, params, loras = [], [], []
         for role, ids, n in requests:
-            self.team._check_role(role)
-            self.team._check_ids(role, [list(ids)], extra=sampling.max_new_tokens)
+            self.team.check_role(role)
+            self.team.check_ids(role, [list(ids)], extra=sampling.max_new_tokens)
             if (role, n) not in params_of:
-                rules = stop_rules(self.team.tokenizer_for(role), self.team._eos_ids(role), sampling.stop)
-                hidden_of[role] = rules.hidden
+                rules = rules_of[role] = team_stop_rules(self.team, role, sampling.stop)
                 params_of[(role, n)] = self._sampling_params(
                     n=n,
                     temperature=float(sampling.temperature),
@@ -216,7 +169,6 @@ class VLLMEngine:
         outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=loras)
         result: list[list[Sample]] = []
         for (role, ids, _), output in zip(requests, outputs, strict=True):
-            tok = self.team.tokenizer_for(role)
             group = []
             for completion in output.outputs:
                 if completion.finish_reason not in ("stop", "length"):
@@ -227,11 +179,7 @@ class VLLMEngine:
                     if greedy
                     else []
                 )
-                text = tok.decode(
-                    [t for t in tokens if t not in hidden_of[role]],
-                    skip_special_tokens=False,
-                    clean_up_tokenization_spaces=False,
-                )
+                text = rules_of[role].texts([tokens])[0]
                 group.append(Sample(list(ids), tokens, logprobs, text, completion.finish_reason))
             result.append(group)
         if not greedy:
@@ -260,29 +208,30 @@ class VLLMEngine:
 
 
 def vllm_engine(team: TeamPolicy, config: VLLMConfig | None = None) -> VLLMEngine:
-    """The team's :class:`VLLMEngine`, built on first use with ``config`` and kept on the team."""
-    engine = getattr(team, "_vllm_engine", None)
-    if engine is None:
-        engine = VLLMEngine(team, config)
-        team._vllm_engine = engine
-    return engine
+    """The team's :class:`VLLMEngine`, built on first use with ``config`` and kept as ``team.vllm_engine``."""
+    if team.vllm_engine is None:
+        team.vllm_engine = VLLMEngine(team, config)
+    return team.vllm_engine
 
 
 class VLLMSampler:
-    """The rollout engine's sampler interface (``submit`` / ``step`` / ``busy``, as
-    :class:`~joy_agents.engine.ContinuousSampler`) over :class:`VLLMEngine`: each :meth:`step` sends every
-    waiting request in one call and returns all their samples."""
+    """The ``vllm`` engine's :class:`~joy_agents.sampling.base.Sampler` over :class:`VLLMEngine`: each
+    :meth:`step` sends every waiting request in one call and returns all their samples."""
 
     def __init__(self, team: TeamPolicy, sampling: SamplingConfig, config: VLLMConfig | None = None) -> None:
         self.engine = vllm_engine(team, config)
         self.sampling = sampling
         self.stats = EngineStats()
-        self._waiting: list[tuple[str, list[int], int, Any]] = []
+        self._waiting: list[tuple[str, list[int], list[Any]]] = []  # role, prompt, one key per sample
 
     def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
         """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
-        ``(key, sample)``."""
-        self._waiting.append((role, [int(t) for t in prompt_ids], num_samples, key))
+        ``(key, sample)``. A request equal to the one submitted just before joins it."""
+        ids = [int(t) for t in prompt_ids]
+        if self._waiting and self._waiting[-1][0] == role and self._waiting[-1][1] == ids:
+            self._waiting[-1][2].extend([key] * num_samples)
+        else:
+            self._waiting.append((role, ids, [key] * num_samples))
 
     @property
     def busy(self) -> bool:
@@ -292,10 +241,10 @@ class VLLMSampler:
     def step(self) -> list[tuple[Any, Sample]]:
         """Sample every waiting request in one vLLM call."""
         waiting, self._waiting = self._waiting, []
-        groups = self.engine.generate([(r, ids, n) for r, ids, n, _ in waiting], self.sampling)
+        groups = self.engine.generate([(r, ids, len(keys)) for r, ids, keys in waiting], self.sampling)
         finished = []
-        for (_, ids, _, key), group in zip(waiting, groups, strict=True):
-            for sample in group:
+        for (_, ids, keys), group in zip(waiting, groups, strict=True):
+            for key, sample in zip(keys, group, strict=True):
                 finished.append((key, sample))
                 self.stats.samples += 1
                 self.stats.tokens_kept += len(sample.completion_ids)
@@ -303,7 +252,8 @@ class VLLMSampler:
         return finished
 
     def close(self) -> None:
-        """Nothing to give back (the engine stays with the team)."""
+        """Drop the waiting requests (the engine stays with the team)."""
+        self._waiting = []
 
     def __enter__(self) -> VLLMSampler:
         return self

@@ -1,7 +1,7 @@
 """Every role's LoRA adapter of a ``PeftModel`` applied to one mixed batch, in few kernels per layer.
 
-The continuous engine (:mod:`joy_agents.engine`) decodes the turns of every role in one batch, each row through
-its own role's adapter. PEFT's own way (``adapter_names=``) runs a gather, two products and a scatter per role
+The continuous engine (:mod:`joy_agents.sampling.continuous`) decodes the turns of every role in one batch, each row
+through its own role's adapter. PEFT's own way (``adapter_names=``) runs a gather, two products and a scatter per role
 present and per layer; on a GPU a small model's decode step is bound by kernel launches, so the count matters.
 
 :class:`StackedLoRA` stacks, for each LoRA linear layer, the roles' ``A`` matrices into one matrix and their scaled

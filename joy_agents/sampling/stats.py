@@ -1,5 +1,5 @@
-"""What a generation engine computed in a run (:class:`EngineStats`), shared by the continuous and vLLM engines,
-and the kernels a forward runs (:class:`KernelCounter`)."""
+"""What a sampler computed in a run (:class:`EngineStats`, every engine's), and the kernels a forward runs
+(:class:`KernelCounter`)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ class EngineStats:
     """Tokens proposed by prompt lookup."""
     draft_tokens_kept: int = 0
     """Drafted tokens the model's own samples reproduced (emitted without a forward of their own)."""
+    oom_retries: int = 0
+    """Steps that ran out of memory and were retried with fewer rows (:mod:`joy_agents.sampling.continuous`)."""
 
     @property
     def tokens_computed(self) -> int:
@@ -53,6 +55,7 @@ class EngineStats:
             "reused_tokens": self.reused_tokens,
             "draft_tokens": self.draft_tokens,
             "draft_tokens_kept": self.draft_tokens_kept,
+            "oom_retries": self.oom_retries,
         }
 
 

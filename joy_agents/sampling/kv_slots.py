@@ -85,7 +85,7 @@ def plain_layers(cache: Any) -> list[Any]:
     if not layers or any(type(layer) not in (DynamicLayer, SlotLayer) for layer in layers):
         raise NotImplementedError(
             f"continuous batching needs a DynamicCache of plain layers, got {type(cache).__name__} with "
-            f"{sorted({type(layer).__name__ for layer in layers})}; use RolloutConfig(engine='generate')"
+            f"{sorted({type(layer).__name__ for layer in layers})}; use GenerationSettings(engine='generate')"
         )
     return layers
 
