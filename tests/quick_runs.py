@@ -9,6 +9,22 @@ from typing import Any
 
 from joy_trainers import rl
 
+TWO_PROCESSES = [
+    "accelerate",
+    "launch",
+    "--multi_gpu",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+]
+"""``accelerate launch`` of two processes; with no visible GPU (``CUDA_VISIBLE_DEVICES=""``) they are real gloo
+CPU processes (``--cpu`` alone starts one process)."""
+
 
 class Crash(RuntimeError):
     pass

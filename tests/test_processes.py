@@ -12,26 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from quick_runs import TWO_PROCESSES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate launcher not on PATH")
 
-LAUNCH = [
-    "accelerate",
-    "launch",
-    "--multi_gpu",
-    "--num_processes",
-    "2",
-    "--num_machines",
-    "1",
-    "--mixed_precision",
-    "no",
-    "--dynamo_backend",
-    "no",
-    "-m",
-    "joy_trainers.cli",
-]
+LAUNCH = [*TWO_PROCESSES, "-m", "joy_trainers.cli"]
 
 RL_SETS = {
     "iterations": 1,

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import torch
+from quick_runs import TWO_PROCESSES
 
 from joy_trainers import rl
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
@@ -332,23 +333,7 @@ def test_two_processes_end_each_step_with_identical_parameters(sft_run, tmp_path
         pytest.skip("accelerate launcher not on PATH")
     out = tmp_path / "dist"
     script = os.path.join(REPO, "tests", "dist_rl_steps.py")
-    # `--multi_gpu` with no visible GPU starts real gloo CPU processes (`--cpu` alone starts one process)
-    cmd = [
-        "accelerate",
-        "launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        script,
-        sft_run,
-        str(out),
-    ]
+    cmd = [*TWO_PROCESSES, script, sft_run, str(out)]
     env = {**os.environ, "PYTHONPATH": REPO, "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
