@@ -172,22 +172,23 @@ def test_train_customer_is_shared_refused_on_resume_and_freezes_only_a_customer_
     assert sft_cache_key(values) == sft_cache_key(frozen) != sft_cache_key(trained)
 
 
-def test_the_documented_supervised_plugin_shape_writes_its_results(tmp_path, monkeypatch):
-    from joy_trainers import base, rundir
+def test_the_documented_supervised_plugin_shape_writes_its_results(tmp_path, tiny_dir):
+    from joy_agents.policy import TeamConfig, TeamPolicy
+    from joy_trainers import base
     from joy_trainers.run_config import RunConfig
 
     class Mine(base.BaseTrainer):  # the README's MySupervised, evaluation left out
         name = "mine"
 
-        def run_training(self) -> dict:
-            self.claim_run_dir()
-            results = self.results(metrics={"success_rate": 0.5})
-            rundir.write_results(self.run.path, results)
-            return results
+        def run_training(self) -> base.Trained:
+            team = TeamPolicy(TeamConfig(model=str(tiny_dir), lora_r=2, lora_alpha=4))
+            return base.Trained(team=team, steps=100)
 
     results = Mine(RunConfig(output_dir=str(tmp_path / "run"), eval_tasks=0)).train()
     assert results["model"] == "tiny-base" and results["wall_s"] >= 0
+    assert results["steps"] == 100 and results["processes"] == 1
     assert "model `tiny-base`" in (tmp_path / "run" / "results.md").read_text()
+    assert (tmp_path / "run" / "team" / "team.json").is_file()
 
 
 def test_rollout_engine_vllm_without_vllm_is_refused_before_any_work(monkeypatch):
