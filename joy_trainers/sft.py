@@ -15,6 +15,10 @@ The first stage of the JoyAgents-R1 pipeline. Reads top to bottom:
 5. evaluation of the team on ``eval_split`` before and after, ``results.json``, ``results.md`` and a
    loss / accuracy plot in the run directory.
 
+Every stage boundary, and every ``checkpoint_steps`` optimiser steps inside a stage, is a checkpoint that
+``--resume`` continues from (:mod:`joy_trainers.sft_checkpoints`). Under ``accelerate launch`` TRL trains each stage
+data-parallel and the main process alone prints and writes (:class:`~joy_trainers.base.BaseTrainer`).
+
 Paper settings for Qwen2.5-3B: lr 5e-6, 5 epochs (see ``examples/configs/sft_qwen2.5-3b.yaml``).
 """
 
