@@ -18,14 +18,13 @@ ends with the weights of the run that was never interrupted (the batches come in
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from joy_trainers.errors import UsageError
-from joy_trainers.rundir import write_json_atomic, writing
+from joy_trainers.rundir import write_json_atomic, write_text_atomic, writing
 
 PROGRESS_FILE = Path("checkpoints") / "sft.json"
 """The stages an sft run finished, relative to its run directory."""
@@ -134,6 +133,4 @@ def keep_metrics(run_dir: Path, done: list[str], work: Path) -> None:
         stage, step = row.get("stage"), row.get("step", 0)
         if stage in done or (stage in resumed and isinstance(step, int) and step <= resumed[stage]):
             kept.append(line)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(line + "\n" for line in kept), "the metrics log")

@@ -44,6 +44,14 @@ def check_count(name: str, value: Any, minimum: int, meaning: str = "") -> None:
         raise ValueError(f"{name} must be an int >= {minimum}{meaning}, got {value!r}")
 
 
+def check_names(cls: type, values: dict[str, Any], what: str) -> None:
+    """Refuse the keys of ``values`` that are not fields of the dataclass ``cls``, by name, in one line."""
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ValueError(f"unknown {what}(s) {unknown}; valid: {', '.join(names)}")
+
+
 def vllm_available() -> bool:
     """Whether ``vllm`` is installed (found without importing it)."""
     try:
@@ -84,10 +92,7 @@ class VLLMConfig:
         """A config from a dict of its fields (a run's ``vllm_options``); unknown names are refused by name."""
         if not isinstance(options, dict):
             raise ValueError(f"expected an object of VLLMConfig fields, got {options!r}")
-        names = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(names))
-        if unknown:
-            raise ValueError(f"unknown vLLM option(s) {unknown}; valid: {', '.join(names)}")
+        check_names(cls, options, "vLLM option")
         return cls(**options)
 
 
@@ -163,10 +168,7 @@ class GenerationSettings:
         and wrong values are a one-line ``ValueError``."""
         if not isinstance(values, dict):
             raise ValueError(f"generation settings must be an object of GenerationSettings fields, got {values!r}")
-        names = [f.name for f in fields(cls)]
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            raise ValueError(f"unknown generation setting(s) {unknown}; valid: {', '.join(names)}")
+        check_names(cls, values, "generation setting")
         values = dict(values)
         vllm = values.pop("vllm", None)  # the field, as a dict of VLLMConfig's fields
         if vllm is not None:
