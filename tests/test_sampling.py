@@ -245,3 +245,33 @@ def test_out_of_memory_with_one_row_left_is_a_one_line_error(distinct_team, monk
     message = str(exc.value)
     assert "out of memory sampling one row of" in message and "max_prompt_tokens" in message and "\n" not in message
     assert continuous.ContinuousSampler is ContinuousSampler
+
+
+def test_drawn_tokens_follow_the_distribution_and_never_take_a_zero_entry():
+    from joy_agents.sampling.tokens import DRAW_BLOCK, draw_tokens
+
+    vocab = 2 * DRAW_BLOCK + 37  # not a multiple of the block: the last block is padded
+    gen = torch.Generator().manual_seed(0)
+    weights = torch.rand(vocab, generator=gen) ** 4
+    weights[::5] = 0.0  # entries that must never be drawn
+    weights[vocab - 1] = 0.0
+    weights[DRAW_BLOCK - 1] = 5.0  # heavy tokens at block edges
+    weights[DRAW_BLOCK] = 3.0
+    rows = 40_000
+    probs = (weights / weights.sum() * 7.0).expand(rows, -1)  # rows need not sum to 1
+    drawn = draw_tokens(probs, torch.Generator().manual_seed(1))
+    assert drawn.shape == (rows,) and drawn.dtype == torch.long
+    assert int(drawn.min()) >= 0 and int(drawn.max()) < vocab
+    assert not bool((weights[drawn] == 0).any())
+    counts = torch.bincount(drawn, minlength=vocab).double()
+    expected = weights.double() / weights.sum() * rows
+    for token in (DRAW_BLOCK - 1, DRAW_BLOCK):  # a frequent token: within 5 standard deviations
+        assert abs(counts[token] - expected[token]) < 5 * expected[token].sqrt()
+    # the mass of each tenth of the vocabulary, across block boundaries
+    for part_counts, part_expected in zip(counts.chunk(10), expected.chunk(10), strict=True):
+        assert abs(part_counts.sum() - part_expected.sum()) < 5 * part_expected.sum().sqrt() + 1
+    again = draw_tokens(probs, torch.Generator().manual_seed(1))
+    assert torch.equal(drawn, again)  # the generator decides every draw
+    one_hot = torch.zeros(3, vocab)
+    one_hot[torch.arange(3), torch.tensor([0, DRAW_BLOCK, vocab - 2])] = 1.0
+    assert draw_tokens(one_hot).tolist() == [0, DRAW_BLOCK, vocab - 2]
