@@ -70,10 +70,16 @@ class SlotLayer(DynamicLayer):
             return
         new_rows = max(rows, 2 * cap_rows) if rows > cap_rows else cap_rows
         new_cols = max(columns, 2 * cap_cols) if columns > cap_cols else cap_cols
-        k = self.k.new_zeros((new_rows, self.k.shape[1], new_cols, self.k.shape[3]))
-        v = self.v.new_zeros((new_rows, self.v.shape[1], new_cols, self.v.shape[3]))
+        # uninitialised but for the columns the view reads: the columns past ``length`` are written before any
+        # step reads them (``update``, or ``SlotBatch.add`` for a new row); the ``shift`` columns the content moved
+        # away from are masked, yet attention multiplies them by 0, so they must hold finite numbers
+        k = self.k.new_empty((new_rows, self.k.shape[1], new_cols, self.k.shape[3]))
+        v = self.v.new_empty((new_rows, self.v.shape[1], new_cols, self.v.shape[3]))
         k[: self.rows, :, shift : shift + self.length] = self.keys
         v[: self.rows, :, shift : shift + self.length] = self.values
+        if shift:
+            k[: self.rows, :, :shift] = 0
+            v[: self.rows, :, :shift] = 0
         self.k, self.v = k, v
         self.length += shift
         self._view()
@@ -152,8 +158,8 @@ class SlotBatch:
         end = self.length
         index = torch.tensor(slots, device=self.device)
         for layer, new in zip(self._layers(), layers, strict=True):
-            layer.k[index, :, :end] = 0
-            layer.v[index, :, :end] = 0
+            layer.k[index, :, : end - width] = 0  # masked columns (see SlotLayer.resize)
+            layer.v[index, :, : end - width] = 0
             layer.k[index, :, end - width : end] = new.keys.to(layer.k.dtype)
             layer.v[index, :, end - width : end] = new.values.to(layer.v.dtype)
         self.mask[index, :] = 0
@@ -265,7 +271,8 @@ def _empty_like(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _with_room(t: torch.Tensor) -> torch.Tensor:
-    """``t`` (B, H, L, D) copied into a buffer with twice its columns (at least 64)."""
-    out = t.new_zeros((t.shape[0], t.shape[1], max(64, 2 * t.shape[2]), t.shape[3]))
+    """``t`` (B, H, L, D) copied into a buffer with twice its columns (at least 64; those past L are written before
+    they are read)."""
+    out = t.new_empty((t.shape[0], t.shape[1], max(64, 2 * t.shape[2]), t.shape[3]))
     out[:, :, : t.shape[2]] = t
     return out
