@@ -18,7 +18,7 @@ pytest.importorskip("peft")
 import joy_env  # noqa: E402
 from joy_agents.chat import fit_prompt, render_prompt, template_renders_tools, tools_text  # noqa: E402
 from joy_agents.policy import SamplingConfig, TeamConfig, TeamPolicy  # noqa: E402
-from joy_agents.prefill import prompt_batches, prompt_layout  # noqa: E402
+from joy_agents.prefill import length_buckets, prompt_batches, prompt_layout  # noqa: E402
 from joy_agents.sampling.tokens import stop_end_candidates  # noqa: E402
 
 # SmolLM2-135M-Instruct's template: role and content only (tools are never looked at)
@@ -438,6 +438,25 @@ def test_prompt_layout_and_batches():
     assert [len(x) for x in prompt_batches(rows[:1] * 9, 4)] == [4, 4, 1]
     with pytest.raises(ValueError, match="size"):
         prompt_batches(rows, 0)
+
+
+def test_length_buckets_cut_where_padding_costs_more_than_another_prefill():
+    system = list(range(100, 300))  # 200 tokens every prompt starts with
+    short = [system + [1] * n for n in (10, 12, 15, 11)]
+    long = [system + [2] * n for n in (90, 95, 99)]
+    rows = [long[0], short[0], short[1], long[1], short[2], long[2], short[3]]
+    groups = length_buckets(rows, overhead=32)
+    assert groups == [[1, 6, 2, 4], [0, 3, 5]]  # shortest first, each group sorted by length
+    # one prefill of all 7 pads every rest to 99: 32 + 200 + 7 * 99 = 925 tokens; the two groups: 32 + 200 + 4 * 15
+    # + 32 + 200 + 3 * 99 = 821
+    assert length_buckets(short, overhead=32) == [[0, 3, 1, 2]]  # cutting saves nothing
+    assert length_buckets(rows, overhead=10_000) == [sorted(range(7), key=lambda i: (len(rows[i]), rows[i]))]
+    # identical prompts run once, so six copies cost one row: one group (1 + 200 + 2 * 99), where counting each
+    # copy would cut (1 + 200 + 10 + 1 + 200 + 99 < 1 + 200 + 7 * 99)
+    repeated = [long[2]] * 6 + [short[0]]
+    assert length_buckets(repeated, overhead=1) == [[6, 0, 1, 2, 3, 4, 5]]
+    assert length_buckets(repeated, overhead=1, shared=False) == [[6], [0, 1, 2, 3, 4, 5]]  # each row run whole
+    assert length_buckets([]) == [] and length_buckets([[5, 6]]) == [[0]]
 
 
 # ---------------------------------------------------------------------------------------- model strings

@@ -11,7 +11,9 @@ finished in it:
   model has a batch (a *lane*) of its own;
 * **rows that finish make room**: a row leaves the batch at its stop token or its token cap and frees its slot of
   the KV cache, and waiting requests join at the next step (their prompts prefilled, a prompt shared by several
-  rows and the start that the joiners of a role share computed once, :func:`~joy_agents.prefill.prefill_shared`);
+  rows and the start that the joiners of a role share computed once, :func:`~joy_agents.prefill.prefill_shared`,
+  prompts of very different lengths in separate prefills so that padding stays small,
+  :func:`~joy_agents.prefill.length_buckets`);
   so nothing waits for the slowest row, and an episode whose turn ended submits its next turn while the others
   decode. The cache lives in slots with room to grow (:mod:`joy_agents.sampling.kv_slots`): a decode step writes one
   column in place, a joiner writes its own slot;
@@ -61,7 +63,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from joy_agents.adapters import hf_model
 from joy_agents.config import Sample, SamplingConfig, as_id_list
 from joy_agents.policy import TeamPolicy
-from joy_agents.prefill import cache_argument, plain_layout, prefill_shared, prompt_layout
+from joy_agents.prefill import cache_argument, length_buckets, plain_layout, prefill_shared, prompt_layout
 from joy_agents.sampling.drafts import PromptLookup, accepted_length, step_width
 from joy_agents.sampling.kv_slots import SlotBatch
 from joy_agents.sampling.prefix_cache import KeptPrefix, PrefixCache
@@ -311,9 +313,12 @@ class ContinuousSampler:
             else:
                 reusing.setdefault(row.role, []).append((row, *found))
         for role, rows in by_role.items():
-            self._prefill(lane, role, rows)
+            for group in length_buckets([r.context for r in rows]):  # prompts of like lengths together
+                self._prefill(lane, role, [rows[i] for i in group])
         for role, items in reusing.items():
-            self._extend(lane, role, items)
+            rests = [row.context[n:-1] for row, _, n in items]
+            for group in length_buckets(rests, shared=False):  # each row's rest is run whole
+                self._extend(lane, role, [items[i] for i in group])
 
     def _adapter(self, lane: _Lane, role: str) -> Any:
         """A context in which ``lane.model`` runs ``role``'s adapter for every row."""
