@@ -102,6 +102,7 @@ from joy_agents.adapters import (
     role_lora_parameters,
     vocab_size,
 )
+from joy_agents.attention import use_cpu_attention
 from joy_agents.chat import FittedPrompt, end_of_turn, render_prompt
 from joy_agents.chat import fit_prompt as fit_chat_prompt
 from joy_agents.config import (
@@ -159,6 +160,7 @@ class TeamPolicy:
 
         def load(path: str) -> torch.nn.Module:
             m = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=self._torch_dtype)
+            use_cpu_attention(m)  # grouped key/value heads read in place on a CPU (joy_agents.attention)
             return m.to(self.device).eval()
 
         def saved(role: str) -> str | None:
