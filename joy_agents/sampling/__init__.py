@@ -26,14 +26,17 @@ what they share.
    ``(key, sample)`` that comes back to its env and submits the episode's next turn.
 2. ``step`` works on each model's *lane* (the roles that share a base model form one lane). Waiting requests
    join the lane's running batch: their prompts are prefilled, a prompt shared by several rows and the start the
-   joiners share once (:func:`~joy_agents.prefill.prefill_shared`), or from a kept prefix
+   joiners share once (:func:`~joy_agents.prefill.prefill_shared`; prompts of very different lengths in separate
+   prefills, :func:`~joy_agents.prefill.length_buckets`), or from a kept prefix
    (:class:`~joy_agents.sampling.prefix_cache.PrefixCache`) when they start with one; their keys and values go
    into free slots of :class:`~joy_agents.sampling.kv_slots.SlotBatch`.
 3. The decode forward: the batch gives each row's next token and, while few rows run, its prompt-lookup draft
    (:mod:`~joy_agents.sampling.drafts`); the model runs once over every row,
    each row through its own role's adapter (:class:`~joy_agents.sampling.stacked_lora.StackedLoRA`), writing one
-   column of the slot cache in place.
-4. :func:`~joy_agents.sampling.tokens.sample_tokens` draws every row's token (and its log-prob) from the logits;
+   column of the slot cache in place (on a CPU, attention reads grouped key/value heads in place:
+   :mod:`joy_agents.attention`).
+4. :func:`~joy_agents.sampling.tokens.sample_tokens` draws every row's token (and its log-prob) from the logits
+   (:func:`~joy_agents.sampling.tokens.draw_tokens`: one uniform number per row);
    the batch advances; :meth:`StopRules.reason <joy_agents.sampling.tokens.StopRules.reason>` ends the rows at a
    stop id, a stop string or the token cap; finished rows are decoded into texts
    (:meth:`~joy_agents.sampling.tokens.StopRules.texts`), keep their KV cache as prefixes and free their slots.
