@@ -21,7 +21,8 @@ Each figure: ``tokens_per_s`` (generated tokens over wall seconds), ``cpu_s_per_
 process per generated token: what other jobs on a shared machine move least), the engine's counters
 (:class:`~joy_agents.sampling.stats.EngineStats`), ``build_s`` (loading the team and making its first sampler:
 for ``vllm``, starting the engine) and the process's peak resident memory after it. ``--profile`` prints the
-operators that took the most CPU time in one more run of the first setting.
+operators that took the most CPU time in one more run of the first setting. ``matmul_gflops``: one linear layer of
+the model's MLP shape over 64 rows in each dtype, what the CPU's kernels give them.
 
 Figures depend on the machine and on other load: compare ratios measured in one run (``ratios`` in the JSON).
 """
@@ -40,6 +41,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
 
 from _common import torch_machine, write_json  # noqa: E402
+
+
+def matmul_gflops(dtype: str, rows: int = 64, features: int = 576, out: int = 1536, repeats: int = 20) -> float:
+    """GFLOP/s of one linear layer of SmolLM2's MLP shape over ``rows`` rows in ``dtype``: what this CPU's kernels
+    give each dtype (a CPU without bfloat16 instructions runs bfloat16 far slower than float32)."""
+    import torch
+
+    x = torch.randn(rows, features).to(getattr(torch, dtype))
+    w = torch.randn(out, features).to(x.dtype)
+    for _ in range(3):
+        torch.nn.functional.linear(x, w)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        torch.nn.functional.linear(x, w)
+    return round(2 * rows * features * out * repeats / (time.perf_counter() - start) / 1e9, 1)
 
 
 def first_turn_prompts(team: Any, count: int, max_prompt_tokens: int) -> list[list[int]]:
@@ -210,9 +226,12 @@ def main(argv: list[str] | None = None) -> dict:
                 ratios[f"{other}_over_continuous_{dtypes[0]}"] = round(
                     by[(other, dtypes[0], "lora", 1)] / by[("continuous", dtypes[0], "lora", 1)], 3
                 )
+    kernels = {dtype: matmul_gflops(dtype) for dtype in ("float32", "bfloat16")}
+    print(f"one linear layer, 64 rows: {kernels} GFLOP/s ({torch.backends.cpu.get_cpu_capability()})")
     result = {
         "machine": torch_machine(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "matmul_gflops": kernels,
         "date": time.strftime("%Y-%m-%d"),
         "model": args.model,
         "max_new_tokens": args.max_new_tokens,
