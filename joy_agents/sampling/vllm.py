@@ -214,7 +214,7 @@ class VLLMEngine:
                 f"the vllm engine did not start ({_first_line(exc)}; vLLM's log above names the cause); fix it or "
                 "use engine='continuous'"
             ) from exc
-        self.processes = [p for pid, p in _children().items() if pid not in before]
+        self.processes = [p for pid, p in _children().items() if pid not in before and not _tracker(p)]
         """The processes vLLM started for this engine (its engine core and worker; ``psutil.Process``)."""
         self._sent: dict[str, tuple[int, ...]] = {}
         self._requests: dict[str, Any] = {}
@@ -255,7 +255,8 @@ class VLLMEngine:
         params_of: dict[tuple[str, int], Any] = {}
         rules_of: dict[str, StopRules] = {}
         prompts, params, loras = [], [], []
-        for role, ids, n in requests:
+        for role, ids, wanted in requests:
+            n = 1 if greedy else wanted  # vLLM refuses n > 1 greedy samples; they would all be the same one
             self.team.check_role(role)
             self.team.check_ids(role, [list(ids)], extra=sampling.max_new_tokens)
             if (role, n) not in params_of:
@@ -283,7 +284,7 @@ class VLLMEngine:
                 raise self._stopped(exc) from exc
             raise
         result: list[list[Sample]] = []
-        for (role, ids, _), output in zip(requests, outputs, strict=True):
+        for (role, ids, wanted), output in zip(requests, outputs, strict=True):
             group = []
             for completion in output.outputs:
                 if completion.finish_reason not in ("stop", "length"):
@@ -296,6 +297,9 @@ class VLLMEngine:
                 )
                 text = rules_of[role].texts([tokens])[0]
                 group.append(Sample(list(ids), tokens, logprobs, text, completion.finish_reason))
+            while len(group) < wanted:  # greedy: the one sample, once per sample asked for
+                s = group[0]
+                group.append(Sample(list(ids), list(s.completion_ids), list(s.logprobs), s.text, s.finish_reason))
             result.append(group)
         if not greedy:
             self._training_logprobs(requests, result, sampling.temperature)
@@ -341,6 +345,15 @@ class VLLMEngine:
                     shutdown()
                 except Exception:  # noqa: BLE001 - already dead
                     pass
+            import psutil
+
+            left = [p for p in self.processes if _running(p)]  # what the shutdown left: this engine's own processes
+            for p in left:
+                p.terminate()
+            _, alive = psutil.wait_procs(left, timeout=10)
+            for p in alive:
+                p.kill()
+            self.llm = None
         self._cleanup()
 
 
@@ -351,6 +364,15 @@ def _running(process: Any) -> bool:
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
+        return False
+
+
+def _tracker(process: Any) -> bool:
+    """Whether the ``psutil.Process`` is multiprocessing's resource tracker (started with the first spawned process
+    and shared by every later one: not the engine's)."""
+    try:
+        return "resource_tracker" in " ".join(process.cmdline())
+    except Exception:  # noqa: BLE001 - gone meanwhile
         return False
 
 
