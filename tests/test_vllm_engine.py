@@ -1,6 +1,7 @@
 """The ``vllm`` rollout engine (joy_agents.sampling.vllm), run against the stand-in of vLLM's offline API in
-tests/support/vllm (a real vLLM needs a GPU): the requests it makes, adapters sent when they change, texts and stops
-as the other engines, log-probs of the training model."""
+tests/support/vllm, in every venv and in seconds: the requests and options it sends, adapters sent when they change,
+texts and stops as the other engines. That the engine works with vLLM itself is tested against vLLM's CPU build in
+tests/test_vllm_cpu.py."""
 
 import os
 import sys
