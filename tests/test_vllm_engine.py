@@ -144,3 +144,18 @@ def test_a_runs_vllm_options_build_its_engine(stand_in_vllm, sft_run, tmp_path):
     (llm,) = stand_in_vllm.LLM.instances
     assert llm.options["gpu_memory_utilization"] == 0.55 and llm.options["seed"] == 7
     assert llm.options["enforce_eager"] is True
+
+
+def test_an_engine_built_while_a_spawned_process_imports_the_main_script_says_to_guard_it(stand_in_vllm, team):
+    """vLLM starts its processes by spawn, which imports the main script again: an unguarded script would build the
+    engine there too; it refuses in one line naming the fix."""
+    import multiprocessing
+
+    process = multiprocessing.current_process()
+    process._inheriting = True
+    try:
+        with pytest.raises(RuntimeError, match=r'under `if __name__ == "__main__":`'):
+            VLLMEngine(team)
+    finally:
+        del process._inheriting
+    assert stand_in_vllm.LLM.instances == []
