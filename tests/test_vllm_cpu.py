@@ -172,9 +172,14 @@ def test_an_engine_that_does_not_start_is_one_line(make_distinct_team, monkeypat
     def fail(*args, **kwargs):
         raise RuntimeError("Engine core initialization failed. See root cause above.\nFailed core proc(s): {}")
 
+    from joy_agents.sampling.settings import VLLMConfig
+
+    team = make_distinct_team(0)
+    with pytest.raises(VLLMEngineError, match=r"KV cache \(VLLMConfig.cpu_kv_cache_gib 4096\) is more than the"):
+        VLLMEngine(team, VLLMConfig(cpu_kv_cache_gib=4096))  # refused before vLLM starts its processes
     monkeypatch.setattr(vllm, "LLM", fail)
     with pytest.raises(VLLMEngineError) as info:
-        VLLMEngine(make_distinct_team(0))
+        VLLMEngine(team)
     message = str(info.value)
     assert "\n" not in message and message.startswith("the vllm engine did not start (RuntimeError: Engine core")
 

@@ -201,6 +201,16 @@ class VLLMEngine:
             options["max_model_len"] = self.config.max_model_len
         if not torch.cuda.is_available():  # vLLM's CPU build: a KV cache of a set size, not a share of the RAM
             options["kv_cache_memory_bytes"] = int(self.config.cpu_kv_cache_gib * 2**30)
+            import psutil
+
+            free = psutil.virtual_memory().available / 2**30
+            if self.config.cpu_kv_cache_gib > free:  # what vLLM's worker would fail on, said before starting it
+                self._cleanup()
+                raise VLLMEngineError(
+                    f"the vllm engine did not start: its KV cache (VLLMConfig.cpu_kv_cache_gib "
+                    f"{self.config.cpu_kv_cache_gib}) is more than the {free:.1f} GiB of memory available; lower it, "
+                    "e.g. --set vllm_options='{\"cpu_kv_cache_gib\": 1}'"
+                )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             if torch.distributed.get_world_size() > 1:  # one engine per process, on the process's own GPU
                 options["distributed_executor_backend"] = "external_launcher"
