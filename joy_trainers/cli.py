@@ -35,7 +35,7 @@ import yaml
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
 from joy_agents.sampling.base import check_engine
-from joy_agents.sampling.settings import ENGINES, GenerationSettings
+from joy_agents.sampling.settings import ENGINES, GenerationSettings, VLLMEngineError
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import (
@@ -183,6 +183,9 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         main()
     except UsageError as exc:
         _fail(prog, str(exc))
+    except VLLMEngineError as exc:  # vLLM did not start or died: its cause in one line (its own log above)
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        raise SystemExit(1) from None
     except OSError as exc:  # a write or read the run's own checks could not name (a full disk in a library's writer)
         where = f" at {exc.filename}" if exc.filename else ""
         print(f"{prog}: error: {exc.strerror or exc}{where}; fix it (free space) and run again", file=sys.stderr)

