@@ -25,7 +25,9 @@ import hashlib
 import importlib
 import json
 import math
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,7 @@ from joy_trainers.checks import (
     read_results,
     team_roles,
 )
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import Terminated, UsageError
 from joy_trainers.evaluation import evaluate_team
 from joy_trainers.generation import saved_settings
 from joy_trainers.joyagents_grpo import memory_config_of
@@ -179,6 +181,7 @@ def _fail(prog: str, message: str) -> None:
 
 
 def _run(prog: str, main: Callable[[], None]) -> None:
+    previous = _stop_on_sigterm()
     try:
         main()
     except UsageError as exc:
@@ -187,9 +190,28 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         where = f" at {exc.filename}" if exc.filename else ""
         print(f"{prog}: error: {exc.strerror or exc}{where}; fix it (free space) and run again", file=sys.stderr)
         raise SystemExit(1) from None
+    except Terminated as exc:  # SIGTERM, as Ctrl-C: one line, the shell's status for SIGTERM
+        print(f"{prog}: terminated{f': {exc}' if str(exc) else ''}", file=sys.stderr)
+        raise SystemExit(143) from None
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, the shell's status for SIGINT
         print(f"{prog}: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM (a scheduler's or container's stop) raise :class:`~joy_trainers.errors.Terminated` as Ctrl-C
+    raises ``KeyboardInterrupt`` (the RL loop stops after its step with a checkpoint on either); returns the
+    handler it replaced (None outside the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated("stopped by SIGTERM")
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def train_main(argv: list[str] | None = None) -> None:

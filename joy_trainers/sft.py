@@ -642,8 +642,8 @@ class SFTTrainer(BaseTrainer):
             say(f"[sft] --resume: {stage} continues from {resume}")
         try:
             trainer.train(resume_from_checkpoint=resume)
-        except KeyboardInterrupt:
-            raise KeyboardInterrupt(
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the same line, its own exit status
+            raise type(exc)(
                 f"stopped in the {stage} stage; continue with joy-train --trainer sft --resume --output-dir "
                 f"{self.run.path} (from the last stage boundary or checkpoint_steps checkpoint)"
             ) from None

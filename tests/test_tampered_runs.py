@@ -5,6 +5,7 @@ fresh clone without the optional assets."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -43,3 +44,36 @@ def test_the_readme_test_command_passes_without_the_optional_assets(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "joy/tau2-v0        left out: tau2-bench's" in done.stdout
+
+
+# ------------------------------------------------------------------------------------ SIGTERM
+_SIGTERM = """
+import os, signal, sys
+sys.argv = ["joy-train", "--trainer", "grpo", "--output-dir", sys.argv[1]] + sys.argv[2:]
+from joy_trainers import grpo, cli
+step = grpo.GRPOTrainer.step
+def stepped(self, state, i, tasks, timer):
+    if i == 1:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return step(self, state, i, tasks, timer)
+grpo.GRPOTrainer.step = stepped
+cli.train_main(sys.argv[1:])
+"""
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_one_line_a_checkpoint_and_exit_143(sft_run, tmp_path):
+    from quick_runs import logged_steps, quick_values
+
+    from joy_trainers import rl
+
+    out = tmp_path / "run"
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in quick_values(sft_run, out, steps_per_iteration=4).items()]
+    sets = [s for s in sets if not s.startswith("--set=output_dir")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGTERM, str(out), *sets], capture_output=True, text=True, env=env, timeout=300
+    )
+    lines = [line[line.index("joy-train:") :] for line in done.stderr.splitlines() if "joy-train:" in line]
+    assert done.returncode == 143 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("joy-train: terminated: stopped after step 2 with a checkpoint")
+    assert rl.latest_checkpoint(out / "checkpoints").name == "step-2" and logged_steps(out) == [1, 2]

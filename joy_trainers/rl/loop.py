@@ -47,7 +47,7 @@ from joy_trainers.checks import (
     team_roles,
 )
 from joy_trainers.distributed import all_gather_objects, barrier, on_main, say, start_processes, world
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import Terminated, UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.rl.checkpoints import (
@@ -340,27 +340,35 @@ def run_steps(
 
 
 @contextlib.contextmanager
-def _stop_on_ctrl_c() -> Iterator[list[bool]]:
-    """While the loop runs, a first Ctrl-C (SIGINT) asks it to stop after the step under way, with a
+def _stop_on_ctrl_c() -> Iterator[list[int]]:
+    """While the loop runs, a first Ctrl-C (SIGINT) or SIGTERM asks it to stop after the step under way, with a
     checkpoint; a second one stops at once (the newest checkpoint stays). Either ends in one
-    ``KeyboardInterrupt`` whose message is the only line said (``joy-train`` prints it and exits with 130).
-    Yields the flag (``[True]`` once asked). The handler that was there before (the default, or SIG_IGN under
-    ``nohup``) is put back when the loop ends."""
-    asked = [False]
+    ``KeyboardInterrupt`` (:class:`~joy_trainers.errors.Terminated` for SIGTERM) whose message is the only line
+    said (``joy-train`` prints it and exits with 130, or 143 for SIGTERM). Yields the flag (``[signal number]``
+    once asked, ``[0]`` before). The handlers that were there before (the default, or SIG_IGN under ``nohup``)
+    are put back when the loop ends."""
+    asked = [0]
     if threading.current_thread() is not threading.main_thread():
         yield asked
         return
 
     def handler(signum: int, frame: Any) -> None:
         if asked[0]:
-            raise KeyboardInterrupt("stopped at once; the newest checkpoint stays")
-        asked[0] = True  # said once, when the loop stops after this step
+            raise _interrupt(signum, "stopped at once; the newest checkpoint stays")
+        asked[0] = signum  # said once, when the loop stops after this step
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield asked
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
+
+
+def _interrupt(signum: int, message: str) -> KeyboardInterrupt:
+    """The exception that stops a run on the signal ``signum``: :class:`Terminated` for SIGTERM, else a
+    ``KeyboardInterrupt``."""
+    return (Terminated if signum == signal.SIGTERM else KeyboardInterrupt)(message)
 
 
 def _run_steps(
@@ -369,7 +377,7 @@ def _run_steps(
     step_fn: Callable[[RunState, int], StepOutput | dict[str, Any]],
     refresh_reference: bool,
     after_checkpoint: Callable[[], None] | None,
-    stop: list[bool],
+    stop: list[int],
 ) -> None:
     cfg = state.config
     budget = cfg.token_budget
@@ -385,7 +393,8 @@ def _run_steps(
             state.log.log(row)
         state.progress(row)
         spent = bool(budget) and state.tokens_total >= budget
-        stopping = any(all_gather_objects(stop[0]))  # every process stops after the same step
+        signals = [s for s in all_gather_objects(stop[0]) if s]  # every process stops after the same step
+        stopping = bool(signals)
         if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0 or spent or stopping:
             checkpoint(run, state)
             if after_checkpoint is not None:
@@ -393,9 +402,10 @@ def _run_steps(
         if stopping:
             if state.bar is not None:
                 state.bar.close()
-            raise KeyboardInterrupt(
+            raise _interrupt(
+                signals[0],
                 f"stopped after step {state.step} with a checkpoint; continue with joy-train --resume --output-dir "
-                f"{run.path}"
+                f"{run.path}",
             )
 
 
