@@ -37,7 +37,7 @@ import yaml
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
 from joy_agents.sampling.base import check_engine
-from joy_agents.sampling.settings import ENGINES, GenerationSettings
+from joy_agents.sampling.settings import ENGINES, TEMPERATURE_LIMIT, GenerationSettings
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import (
@@ -53,6 +53,7 @@ from joy_trainers.evaluation import evaluate_team
 from joy_trainers.generation import saved_settings
 from joy_trainers.joyagents_grpo import memory_config_of
 from joy_trainers.options import options_text, rename_old_options
+from joy_trainers.ranges import COUNT_MAX, SEED_MAX
 from joy_trainers.rl.start import register_sft_run
 from joy_trainers.rundir import write_json_atomic
 
@@ -138,34 +139,33 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
         raise UsageError(f"invalid configuration: {exc}") from None
 
 
-def _nonnegative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
+def _integer(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]`` (argparse names it in its one-line error)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = f"integer in [{low}, {high}]"
+    return parse
 
 
-_nonnegative.__name__ = "integer >= 0"  # argparse names the type in its error
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-_positive.__name__ = "integer >= 1"
+TRIALS_MAX = 100
+"""The most plays of each task ``joy-eval --trials`` runs (tau2-bench reports pass^k up to k = 4)."""
+ENV_KWARGS_MAX = 65536
+"""The longest ``joy-eval --env-kwargs`` text, in characters."""
 
 
 def _temperature(text: str) -> float:
     value = float(text)
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or not 0 <= value <= TEMPERATURE_LIMIT:
         raise ValueError(text)
     return value
 
 
-_temperature.__name__ = "finite number >= 0 (0: greedy)"
+_temperature.__name__ = f"number in [0, {TEMPERATURE_LIMIT:g}] (0: greedy)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -223,7 +223,7 @@ def train_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preset", help="named configuration, e.g. tiny")
     parser.add_argument("--config", help="YAML file of configuration values")
     parser.add_argument("--output-dir", help="run directory (default runs/<trainer>-<timestamp>)")
-    parser.add_argument("--seed", type=_nonnegative, help="seed (overrides the preset / config)")
+    parser.add_argument("--seed", type=_integer(0, SEED_MAX), help="seed (overrides the preset / config)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one option")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
@@ -278,8 +278,10 @@ def eval_main(argv: list[str] | None = None) -> None:
         help="split evaluated (all: every task, where the env's source has it, e.g. tau2; small and full: tau2's "
         "telecom task sets)",
     )
-    parser.add_argument("--tasks", type=_positive, default=None, help="number of tasks (default: as in the run)")
-    parser.add_argument("--env", default=None, help="env id (default: the run's)")
+    parser.add_argument(
+        "--tasks", type=_integer(1, COUNT_MAX), default=None, help="number of tasks (default: as in the run)"
+    )
+    parser.add_argument("--env", default=None, type=_env_id, help="env id (default: the run's)")
     parser.add_argument(
         "--engine",
         default=None,
@@ -288,13 +290,13 @@ def eval_main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--draft-tokens",
-        type=_nonnegative,
+        type=_integer(0, 1024),
         default=None,
         help="tokens the continuous engine drafts per row and step, 0: none (default: the run's)",
     )
     parser.add_argument(
         "--draft-max-rows",
-        type=_positive,
+        type=_integer(1, COUNT_MAX),
         default=None,
         help="drafts only while at most this many rows decode (default: the run's)",
     )
@@ -307,7 +309,7 @@ def eval_main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--trials",
-        type=_positive,
+        type=_integer(1, TRIALS_MAX),
         default=1,
         help="plays of each task; above 1 the metrics add tau2-bench's pass^1 .. pass^N (default 1)",
     )
@@ -322,11 +324,20 @@ def eval_main(argv: list[str] | None = None) -> None:
     _run("joy-eval", lambda: _evaluate(args))
 
 
+def _env_id(text: str) -> str:
+    if len(text) > 200:
+        raise argparse.ArgumentTypeError(f"an env id of {len(text)} characters, above 200; pass a registered env id")
+    return text
+
+
 def _json_object(text: str, option: str) -> dict[str, Any]:
-    """``text`` as a JSON object (``{"source": "tau2"}``), or a UsageError naming ``option``."""
+    """``text`` as a JSON object (``{"source": "tau2"}``) of at most :data:`ENV_KWARGS_MAX` characters, or a
+    UsageError naming ``option``."""
+    if len(text) > ENV_KWARGS_MAX:
+        raise UsageError(f"{option} is {len(text)} characters long, above {ENV_KWARGS_MAX}; pass a short JSON object")
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         example = '{"source": "tau2"}'
         raise UsageError(f"{option} {text!r} is not valid JSON ({exc}); e.g. {option} '{example}'") from None
     if not isinstance(value, dict):

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -77,3 +80,44 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_one_line_a_checkpoint_and_exit_143(s
     assert done.returncode == 143 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("joy-train: terminated: stopped after step 2 with a checkpoint")
     assert rl.latest_checkpoint(out / "checkpoints").name == "step-2" and logged_steps(out) == [1, 2]
+
+
+# ------------------------------------------------------------------------------------ joy-eval on a tampered run
+@pytest.fixture
+def finished(sft_run, tmp_path):
+    """A copy of a finished run directory: a team and its results.json."""
+    run = tmp_path / "run"
+    shutil.copytree(sft_run, run)
+    config = {"max_new_tokens": 8, "max_cycles": 2, "max_prompt_tokens": 128, "eval_tasks": 1, "seed": 0}
+    (run / "results.json").write_text(json.dumps({"trainer": "grpo", "env_id": "joy/math-v0", "config": config}))
+    return run
+
+
+def _eval_error(capsys, monkeypatch, argv):
+    """The one line ``joy-eval argv`` stops with (exit status 2); nothing is evaluated."""
+    from joy_trainers import cli
+
+    monkeypatch.setattr(cli, "evaluate_team", lambda *a, **kw: pytest.fail(f"evaluated {argv}"))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        cli.eval_main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--trials", "100000"),
+        ("--tasks", "10000000"),
+        ("--draft-tokens", "100000"),
+        ("--draft-max-rows", "10000000"),
+        ("--temperature", "1e6"),
+        ("--env-kwargs", json.dumps({"path": "x" * 100000})),
+        ("--env", "joy/" + "x" * 10000),
+    ],
+)
+def test_every_joy_eval_option_has_an_upper_bound(finished, capsys, monkeypatch, option, value):
+    line = _eval_error(capsys, monkeypatch, [str(finished), option, value])
+    assert line.startswith("joy-eval: error:") and option in line and len(line) < 400, line
