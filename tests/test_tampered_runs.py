@@ -121,3 +121,109 @@ def _eval_error(capsys, monkeypatch, argv):
 def test_every_joy_eval_option_has_an_upper_bound(finished, capsys, monkeypatch, option, value):
     line = _eval_error(capsys, monkeypatch, [str(finished), option, value])
     assert line.startswith("joy-eval: error:") and option in line and len(line) < 400, line
+
+
+# ------------------------------------------------------------------------------------ --overwrite
+def test_overwrite_removes_only_the_files_a_run_recorded_writing_and_refuses_a_foreign_directory(sft_run, tmp_path):
+    from quick_runs import QuickTrainer, logged_steps, quick_values
+
+    from joy_trainers.errors import UsageError
+    from joy_trainers.grpo import GRPOConfig
+
+    def run(out, **kw):
+        return QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, steps_per_iteration=2, **kw))).train()
+
+    foreign = tmp_path / "d"
+    (foreign / "team").mkdir(parents=True)
+    (foreign / "team" / "keep.txt").write_text("x")
+    with pytest.raises(UsageError, match=r"--overwrite: .*d is not a run directory of joy-train .*nothing was removed"):
+        run(foreign, overwrite=True)
+    assert (foreign / "team" / "keep.txt").read_text() == "x" and sorted(os.listdir(foreign)) == ["team"]
+
+    out = tmp_path / "run"
+    run(out)
+    mine = [out / "team" / "keep.txt", out / "checkpoints" / "notes.md", out / "memory" / "x.json"]
+    for file in mine:
+        file.parent.mkdir(exist_ok=True)
+        file.write_text("mine")
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p not in mine)
+    assert run(out, overwrite=True)["steps"] == 2
+    assert all(file.read_text() == "mine" for file in mine) and logged_steps(out) == [1, 2]
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p not in mine)
+    assert left == written  # the second run wrote what the first did, over it
+
+
+# ------------------------------------------------------------------------------------ a really full disk
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 30 MB tmpfs (root only), unmounted at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path, leave: int) -> None:
+    """Fill ``disk`` up to ``leave`` bytes free."""
+    free = shutil.disk_usage(disk).free
+    with open(disk / "filler", "wb") as f:
+        f.truncate(0)
+        f.write(b"\0" * max(0, free - leave))
+
+
+def test_a_really_full_disk_is_one_line_naming_the_path_and_the_free_space_on_every_write_path(
+    small_disk, sft_run, tmp_path
+):
+    import torch
+
+    from joy_agents.policy import TeamPolicy
+    from joy_trainers.errors import WriteError
+    from joy_trainers.rl import checkpoints
+    from joy_trainers.rl.metrics import plot_rewards
+    from joy_trainers.rundir import save_team, write_json_atomic, writing
+
+    team = TeamPolicy.load(f"{sft_run}/team")
+    optimizers = {r: torch.optim.AdamW(team.trainable_parameters(r), lr=1e-3) for r in team.roles}
+    png = small_disk / "reward_curve.png"
+    writes = {
+        "safetensors": lambda: save_team(team, small_disk / "team"),
+        "torch.save": lambda: checkpoints.save_checkpoint(small_disk / "checkpoints", 2, team, optimizers, {}),
+        "json": lambda: write_json_atomic(small_disk / "results.json", {"x": "y" * 200_000}),
+        "png": lambda: _png(writing, png, plot_rewards),
+    }
+    for name, write in writes.items():
+        _fill(small_disk, 4096)
+        with pytest.raises(WriteError) as refused:
+            write()
+        line = str(refused.value)
+        assert "\n" not in line and "No space left on device" in line and "MB free there" in line, (name, line)
+        left = sorted(p.name for p in small_disk.rglob("*") if p.name != "filler" and not p.is_dir())
+        assert left == [], (name, left)  # nothing half-written
+        (small_disk / "filler").unlink()
+
+
+def _png(writing, png, plot_rewards):
+    rows = [{"step": i, "charts/reward_mean": 0.1 * i, "charts/success_rate": 0.5} for i in range(1, 50)]
+    results = {"trainer": "grpo", "env_id": "joy/math-v0", "seed": 0, "metrics": {}}
+    with writing(png, "the reward curve", cleanup=[png]):
+        plot_rewards(png, rows, results)
+
+
+def test_a_run_refused_on_a_full_disk_leaves_no_directory_it_created(small_disk, sft_run, capsys):
+    from quick_runs import QuickTrainer, quick_values
+
+    from joy_trainers.errors import UsageError
+    from joy_trainers.grpo import GRPOConfig
+
+    _fill(small_disk, 0)
+    out = small_disk / "new" / "run"
+    with pytest.raises(UsageError, match=r"cannot be written \(No space left on device, [0-9.]+ MB free there\)"):
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out))).train()
+    assert sorted(os.listdir(small_disk)) == ["filler"]
