@@ -25,6 +25,7 @@ import hashlib
 import importlib
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -43,6 +44,7 @@ from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import (
     check_env_options,
     check_team_dir,
+    check_team_models,
     check_team_roles,
     check_team_weights,
     read_results,
@@ -55,7 +57,7 @@ from joy_trainers.joyagents_grpo import memory_config_of
 from joy_trainers.options import options_text, rename_old_options
 from joy_trainers.ranges import COUNT_MAX, SEED_MAX
 from joy_trainers.rl.start import register_sft_run
-from joy_trainers.rundir import write_json_atomic
+from joy_trainers.rundir import disk_full, free_space, read_json, record_written, write_json_atomic
 
 
 def data_seed_of(config: dict[str, Any]) -> int:
@@ -188,7 +190,18 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         _fail(prog, str(exc))
     except OSError as exc:  # a write or read the run's own checks could not name (a full disk in a library's writer)
         where = f" at {exc.filename}" if exc.filename else ""
-        print(f"{prog}: error: {exc.strerror or exc}{where}; fix it (free space) and run again", file=sys.stderr)
+        free = f" ({free_space(Path(exc.filename))} there)" if exc.filename and disk_full(exc) else ""
+        print(f"{prog}: error: {exc.strerror or exc}{where}{free}; fix it (free space) and run again", file=sys.stderr)
+        raise SystemExit(1) from None
+    except Exception as exc:
+        if not disk_full(exc):  # a library's writer that says so in its own words (safetensors, torch.save)
+            raise
+        said = " ".join(str(exc).split())[:200]
+        print(
+            f"{prog}: error: no space left on device ({said}); free space and run again, with --resume to continue a "
+            "run from its last checkpoint",
+            file=sys.stderr,
+        )
         raise SystemExit(1) from None
     except Terminated as exc:  # SIGTERM, as Ctrl-C: one line, the shell's status for SIGTERM
         print(f"{prog}: terminated{f': {exc}' if str(exc) else ''}", file=sys.stderr)
@@ -268,6 +281,12 @@ def _train(args: argparse.Namespace) -> None:
     print(f"run directory: {run_dir}")
 
 
+MEMORY_MAX_BYTES = 256 * 2**20
+"""The largest memory bank ``joy-eval`` reads back."""
+MEMORY_FILES_MAX = 256
+"""The most memory banks ``joy-eval`` reads back (one per role)."""
+
+
 def eval_main(argv: list[str] | None = None) -> None:
     parser = _Parser(prog="joy-eval", description="Evaluate a saved team on a split.")
     parser.add_argument("run_dir", help="a run directory written by joy-train (holds team/ and results.json)")
@@ -321,6 +340,9 @@ def eval_main(argv: list[str] | None = None) -> None:
         "identical)",
     )
     args = parser.parse_args(argv)
+    # a run directory names models that are inside it or already on this machine: nothing is downloaded (unless the
+    # user says so with HF_HUB_OFFLINE=0)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _run("joy-eval", lambda: _evaluate(args))
 
 
@@ -352,6 +374,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     if not run.is_dir():
         raise UsageError(f"run directory {run} does not exist; pass a run directory written by joy-train")
     check_team_dir(run / "team", "run directory")
+    check_team_models(run / "team", run, f"run directory {run}")  # inside the run or cached: no download
     check_team_weights(run / "team", f"run directory {run}")  # before anything is built or loaded
     saved = read_results(run)
     if not saved:
@@ -362,6 +385,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     cfg = saved.get("config")
     if not isinstance(cfg, dict):
         raise UsageError(f"{run}/results.json holds no config: it was not written by joy-train")
+    _check_saved_values(run, saved, cfg)
     run_env = saved.get("env_id", "joy/mixed-v0")
     env_id = args.env or run_env
     if args.env_kwargs is not None:
@@ -380,19 +404,18 @@ def _evaluate(args: argparse.Namespace) -> None:
             settings = memory_config_of(cfg)  # retrieval as the run's own evaluations read the banks
         except (TypeError, ValueError) as exc:
             raise UsageError(f"{run}/results.json: memory settings: {exc}") from None
-    try:
-        team = TeamPolicy.load(str(run / "team"))
-    except (FileNotFoundError, ValueError) as exc:  # a base model gone, a tampered or foreign weights file
-        raise UsageError(" ".join(str(exc).split())) from None
     memory = None
     if settings is not None:
-        try:
-            memory = {
-                p.stem: MemoryBank.from_dict(json.loads(p.read_text()), settings)
-                for p in (run / "memory").glob("*.json")
-            }
-        except (KeyError, TypeError, ValueError) as exc:  # a damaged bank, an embedder that cannot be built
-            raise UsageError(f"{run}/memory: {type(exc).__name__}: {exc}") from None
+        memory = {}
+        for p in sorted((run / "memory").glob("*.json"))[:MEMORY_FILES_MAX]:
+            try:  # a damaged or tampered bank, an embedder that cannot be built: one line naming the file
+                memory[p.stem] = MemoryBank.from_dict(read_json(p, MEMORY_MAX_BYTES), settings)
+            except (OSError, KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"{p}: {' '.join(str(exc).split())[:300]}; restore it or remove {p}") from None
+    try:
+        team = TeamPolicy.load(str(run / "team"))
+    except (OSError, TypeError, ValueError) as exc:  # a base model gone, a tampered or foreign weights file
+        raise UsageError(" ".join(str(exc).split())) from None
     metrics = evaluate_team(
         team,
         env_id,
@@ -410,6 +433,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         record.update(trials=args.trials, temperature=generation.temperature)
     record["metrics"] = metrics
     write_json_atomic(out, record, "the evaluation")
+    record_written(run, [out])  # what --overwrite may remove
     print(json.dumps(metrics, indent=2))
     if "pass_k" in metrics:
         played = metrics["episodes"] // args.trials
@@ -418,13 +442,35 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(f"wrote {out}")
 
 
+def _check_saved_values(run: Path, saved: dict[str, Any], cfg: dict[str, Any]) -> None:
+    """The values of a run's ``results.json`` that ``joy-eval`` reads besides its generation settings: the env id
+    and options, the evaluated tasks and the data seed, each of its type and in range (one line otherwise)."""
+
+    def count(value: Any, high: int) -> bool:
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high)
+
+    problems = [
+        ("env_id", saved.get("env_id"), isinstance(saved.get("env_id", ""), str)),
+        ("config.env_kwargs", cfg.get("env_kwargs"), isinstance(cfg.get("env_kwargs") or {}, dict)),
+        ("config.eval_tasks", cfg.get("eval_tasks"), count(cfg.get("eval_tasks"), COUNT_MAX)),
+        ("config.seed", cfg.get("seed"), count(cfg.get("seed"), SEED_MAX)),
+        ("config.data_seed", cfg.get("data_seed"), count(cfg.get("data_seed"), SEED_MAX)),
+    ]
+    for name, value, fine in problems:
+        if not fine:
+            raise UsageError(
+                f"{run}/results.json: {name} is {value!r:.60}, not what joy-train writes (damaged or tampered with); "
+                "pass the directory of a finished joy-train run"
+            )
+
+
 def eval_settings(run: Path, saved: dict[str, Any], args: argparse.Namespace) -> GenerationSettings:
     """The generation settings of ``joy-eval``: those the run saved (:func:`~joy_trainers.generation.saved_settings`,
     the view the team was trained and evaluated on), with the command line's ``--engine``, ``--draft-tokens``,
     ``--draft-max-rows`` and ``--temperature`` over them; a UsageError naming the problem otherwise."""
     try:
         settings = saved_settings(saved)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"{run}/results.json: {exc}; pass the directory of a finished joy-train run") from None
     overrides = {
         name: value

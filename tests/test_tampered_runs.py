@@ -123,6 +123,64 @@ def test_every_joy_eval_option_has_an_upper_bound(finished, capsys, monkeypatch,
     assert line.startswith("joy-eval: error:") and option in line and len(line) < 400, line
 
 
+@pytest.mark.parametrize(
+    "where, damage, expected",
+    [
+        ("memory", lambda bank: bank.update(entries=[[]] * 120000), "nested too deep"),
+        ("memory", lambda bank: bank["entries"][0].update(embedding="notalist"), "entries[0].embedding must be"),
+        ("memory", lambda bank: bank["entries"][0].update(embedding=[0.5] * 7), "a list of 512 finite numbers"),
+        ("memory", lambda bank: bank["entries"][0].update(key={"a": 1}), "entries[0].key must be str"),
+        ("memory", lambda bank: bank["entries"][0].update(action=3), "entries[0].action must be str"),
+        ("memory", lambda bank: bank["entries"][0].update(turn="0"), "entries[0].turn must be int"),
+        ("results", lambda r: r.update(generation={"max_new_tokens": 10**11}), "max_new_tokens must be an int in"),
+        ("results", lambda r: r.update(generation=[1]), "generation settings must be an object"),
+        ("results", lambda r: r["config"].update(eval_tasks="all"), "config.eval_tasks is 'all'"),
+        ("team", lambda t: t["config"].update(roles="master"), "team.json is damaged"),
+        ("team", lambda t: t.update(config=[1]), "team.json is damaged"),
+    ],
+)
+def test_joy_eval_on_a_tampered_run_directory_is_one_line(finished, capsys, monkeypatch, where, damage, expected):
+    from joy_agents.memory import MemoryBank
+
+    results = json.loads((finished / "results.json").read_text())
+    results["config"]["memory"] = {"top_n": 1}
+    (finished / "results.json").write_text(json.dumps(results))
+    bank = MemoryBank("master")
+    bank.write("refund my order", 0, "<answer>ok</answer>", 1.0, 0.0, 1)
+    (finished / "memory").mkdir()
+    files = {
+        "memory": (finished / "memory" / "master.json", bank.to_dict()),
+        "results": (finished / "results.json", results),
+        "team": (finished / "team" / "team.json", json.loads((finished / "team" / "team.json").read_text())),
+    }
+    file, data = files[where]
+    damage(data)
+    text = json.dumps(data)
+    if "nested too deep" in expected:  # 100,000 levels
+        text = '{"role": "master", "next_id": 1, "entries": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    file.write_text(text)
+    line = _eval_error(capsys, monkeypatch, [str(finished), "--tasks", "1"])
+    assert expected in line and str(file.name) in line and len(line) < 600, line
+
+
+@pytest.mark.parametrize("model", ["evil-model-xyz", "../../elsewhere/model", "org/not-cached-model"])
+def test_a_run_directory_naming_a_model_outside_itself_is_refused_without_a_download(
+    finished, tiny_dir, capsys, monkeypatch, model
+):
+    team = json.loads((finished / "team" / "team.json").read_text())
+    if model.startswith("../"):  # a real model, outside the run directory
+        shutil.copytree(tiny_dir, finished.parent.parent / "elsewhere" / "model", dirs_exist_ok=True)
+    team["config"]["model"] = model
+    (finished / "team" / "team.json").write_text(json.dumps(team))
+    fetched = []
+    import huggingface_hub.file_download as hub
+
+    monkeypatch.setattr(hub, "hf_hub_download", lambda *a, **k: fetched.append(a) or pytest.fail("downloaded"))
+    line = _eval_error(capsys, monkeypatch, [str(finished), "--tasks", "1"])
+    assert f"names the model {model!r}" in line and not fetched, line
+    assert ("leaves the run directory" if model.startswith("../") else "local Hugging Face cache") in line
+
+
 # ------------------------------------------------------------------------------------ --overwrite
 def test_overwrite_removes_only_the_files_a_run_recorded_writing_and_refuses_a_foreign_directory(sft_run, tmp_path):
     from quick_runs import QuickTrainer, logged_steps, quick_values
@@ -227,3 +285,76 @@ def test_a_run_refused_on_a_full_disk_leaves_no_directory_it_created(small_disk,
     with pytest.raises(UsageError, match=r"cannot be written \(No space left on device, [0-9.]+ MB free there\)"):
         QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out))).train()
     assert sorted(os.listdir(small_disk)) == ["filler"]
+
+
+# ------------------------------------------------------------------------------------ damaged checkpoints, config.json
+def _memory_trainer():
+    from quick_runs import QuickTrainer
+
+    from joy_agents.memory import MemoryConfig
+
+    class WithMemory(QuickTrainer):
+        def memory_config(self):
+            return MemoryConfig()
+
+        def step(self, state, step, tasks, timer):
+            state.banks["master"].write(f"request {step}", 0, "<answer>ok</answer>", 1.0, 0.0, step)
+            return super().step(state, step, tasks, timer)
+
+    return WithMemory
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: s["memory"]["master"]["entries"][0].update(embedding="notalist"),
+        lambda s: s["memory"]["master"]["entries"][0].update(embedding=[1.0, 2.0]),
+        lambda s: s["memory"]["master"].update(next_id="many"),
+        lambda s: s.update(tokens_total="lots"),
+    ],
+)
+def test_a_checkpoint_whose_state_is_damaged_is_kept_aside_and_the_run_falls_back(sft_run, tmp_path, capsys, damage):
+    from quick_runs import Crash, logged_steps, quick_values
+
+    from joy_trainers.grpo import GRPOConfig
+
+    trainer = _memory_trainer()
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        trainer(GRPOConfig.from_dict(quick_values(sft_run, out)), crash_at=5).train()
+    state_file = out / "checkpoints" / "step-4" / "state.json"
+    state = json.loads(state_file.read_text())
+    damage(state)
+    state_file.write_text(json.dumps(state))
+    capsys.readouterr()
+    results = trainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
+    said = [line for line in capsys.readouterr().out.splitlines() if "step-4" in line]
+    assert len(said) == 1 and "resumed from" in said[0] and "kept aside as step-4.rejected" in said[0], said
+    assert results["steps"] == 6 and logged_steps(out) == [1, 2, 3, 4, 5, 6]
+    assert (out / "checkpoints" / "step-4.rejected" / "state.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"no_such_option": 1}, "unknown option(s) 'no_such_option'"),
+        ({"model": "x" * (50 * 2**20)}, "bytes, above the 1048576"),
+        ({"checkpoint_every": 1e308}, "holds a value joy-train never writes"),
+        ({"lr": "fast"}, "holds a value joy-train never writes"),
+    ],
+)
+def test_resume_refuses_a_tampered_config_json_in_one_line(sft_run, tmp_path, change, expected):
+    from quick_runs import Crash, QuickTrainer, quick_values
+
+    from joy_trainers.errors import UsageError
+    from joy_trainers.grpo import GRPOConfig
+
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out)), crash_at=3).train()
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(UsageError) as refused:
+        QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
+    line = str(refused.value)
+    assert line.startswith("--resume: ") and expected in line and "\n" not in line and len(line) < 600, line

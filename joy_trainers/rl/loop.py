@@ -174,10 +174,13 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
 
 
 def _usable_checkpoint(
-    directory: Path, load_extra: Callable[[Path], None] | None
+    directory: Path,
+    load_extra: Callable[[Path], None] | None,
+    fits: Callable[[CheckpointData], None] | None = None,
 ) -> tuple[CheckpointData | None, list[tuple[Path | None, str]]]:
-    """The newest checkpoint whose every file reads back (and the trainer's, through ``load_extra``), and
-    each newer one that was skipped (its path, or None for a dangling ``latest``) with why."""
+    """The newest checkpoint whose every file reads back (and the trainer's, through ``load_extra``) and, given
+    ``fits``, that goes into the run (``fits(data)`` raises :class:`CheckpointError` otherwise), and each newer one
+    that was skipped (its path, or None for a dangling ``latest``) with why."""
     skipped: list[tuple[Path | None, str]] = []
     pointer = directory / "latest"
     if pointer.is_file():
@@ -189,6 +192,8 @@ def _usable_checkpoint(
         try:
             data = read_checkpoint(path)
             _load_extra(load_extra, path)
+            if fits is not None:
+                fits(data)
             return data, skipped
         except CheckpointError as exc:
             skipped.append((path, str(exc)))
@@ -224,7 +229,7 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
     choice: tuple[str | None, list[str], bool] = (None, [], False)
     data = None
     if rank == 0:
-        data, skipped = _usable_checkpoint(run.checkpoints, load_extra)
+        data, skipped = _usable_checkpoint(run.checkpoints, load_extra, lambda d: _apply(d, state))
         any_checkpoint = bool(checkpoint_steps(run.checkpoints))
         said = [reason for _, reason in skipped]
         if data is not None and skipped:  # each newer one set aside (never deleted), all said in one line
@@ -246,7 +251,7 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
         data = read_checkpoint(path)
         _load_extra(load_extra, path)
     try:
-        apply_checkpoint(data, state.team, state.optimizers)
+        _apply(data, state)
     except CheckpointError as exc:
         raise UsageError(f"--resume: {exc}; resume with the options the run started with, or --overwrite") from None
     saved = data.state
@@ -258,10 +263,6 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
     state.tokens_total = int(saved.get("tokens_total", 0))
     state.wall_before = float(saved.get("wall_s", 0.0))
     state.trainer_state = dict(saved.get("trainer_state", {}))
-    for role, bank_data in saved.get("memory", {}).items():
-        if role in state.banks:
-            bank = state.banks[role]
-            state.banks[role] = MemoryBank.from_dict(bank_data, bank.config, bank.embedder)
     if data.reference is not None:  # read on the CPU: onto the device of the weights it stands for
         state.reference = ReferencePolicy(state.team, [])
         state.reference.weights = {
@@ -272,6 +273,21 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
         skipped_text = "".join(f"; {reason}" for reason in skipped_said)
         print(f"[rl] resumed from {path} (step {state.step}){skipped_text}")
     return path
+
+
+def _apply(data: CheckpointData, state: RunState) -> None:
+    """Put the checkpoint ``data``'s weights, optimiser and RNG states and memory banks into ``state``; a
+    :class:`CheckpointError` when any does not fit the run (whatever was put in is replaced by the checkpoint
+    applied next)."""
+    apply_checkpoint(data, state.team, state.optimizers)
+    banks = dict(state.banks)
+    for role, bank_data in data.state.get("memory", {}).items():
+        if role in banks:
+            try:
+                banks[role] = MemoryBank.from_dict(bank_data, banks[role].config, banks[role].embedder)
+            except ValueError as exc:
+                raise CheckpointError(f"{data.path.name}: state.json: the memory of {role}: {exc}") from None
+    state.banks.update(banks)
 
 
 def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | None = None) -> None:
