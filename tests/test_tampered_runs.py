@@ -358,3 +358,38 @@ def test_resume_refuses_a_tampered_config_json_in_one_line(sft_run, tmp_path, ch
         QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
     line = str(refused.value)
     assert line.startswith("--resume: ") and expected in line and "\n" not in line and len(line) < 600, line
+
+
+# ------------------------------------------------------------------------------------ user code the env runs
+@pytest.mark.parametrize("kind", ["slow and malformed", "hung"])
+def test_a_slow_or_hung_customer_ends_its_episode_as_a_customer_failure_within_its_deadline(kind):
+    import dataclasses
+    import threading
+    import time
+
+    from tau2_support import SKIP_DATA, have_data
+
+    import joy_env
+
+    if not have_data("airline"):
+        pytest.skip(SKIP_DATA)
+    never = threading.Event()
+    calls = []
+
+    def customer(view):
+        calls.append(time.monotonic())
+        if kind == "hung":
+            never.wait()
+        time.sleep(0.3)
+        return "x"  # malformed: asked again
+
+    env = joy_env.make("joy/tau2-v0", domain="airline", protocol="interactive", customer=customer)
+    env._conversation.dialogue = dataclasses.replace(env._conversation.dialogue, customer_timeout_s=1.0)
+    start = time.monotonic()
+    env.reset(seed=0)
+    took = time.monotonic() - start
+    never.set()
+    episode = env.infos[env.possible_agents[0]]["episode"]
+    assert episode["termination"] == "customer_error" and all(env.truncations.values()), episode
+    assert took < 2.5, took  # 1 s for the turn and its re-asks, not 20 x 0.3 s, nor for ever
+    assert len(calls) <= 4
