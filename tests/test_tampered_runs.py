@@ -287,6 +287,26 @@ def test_a_run_refused_on_a_full_disk_leaves_no_directory_it_created(small_disk,
     assert sorted(os.listdir(small_disk)) == ["filler"]
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)"),
+        RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4096 vs 2048"),
+    ],
+)
+def test_a_full_disk_a_library_writer_reports_in_its_own_words_is_still_one_line(monkeypatch, capsys, error):
+    from joy_trainers import cli
+
+    def full(name):
+        raise error
+
+    monkeypatch.setattr(cli, "load_trainer", full)
+    with pytest.raises(SystemExit) as stop:
+        cli.train_main(["--trainer", "sft"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 1 and len(err) == 1 and err[0].startswith("joy-train: error: no space left on device")
+
+
 # ------------------------------------------------------------------------------------ damaged checkpoints, config.json
 def _memory_trainer():
     from quick_runs import QuickTrainer
