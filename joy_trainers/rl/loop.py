@@ -40,6 +40,7 @@ from joy_trainers.checks import (
     check_env_options,
     check_rl_sizes,
     check_sft_run,
+    check_team_models,
     check_team_roles,
     check_team_weights,
     sft_env_mismatch,
@@ -84,7 +85,8 @@ def check_inputs(run: RunDir, cfg: RLConfig) -> None:
     envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
     start_team = run.path / START_TEAM
     carried = carried_team(run, cfg)
-    if carried:  # its starting team and base, before anything is loaded
+    if carried:  # its starting team and base, before anything is loaded (never a download)
+        check_team_models(start_team, run.path, f"--resume: {run.path}")
         check_team_weights(start_team, f"--resume: {run.path}")
     start_model = (
         team_model(start_team if carried else Path(cfg.sft_run) / "team") if carried or cfg.sft_run else cfg.model
