@@ -403,9 +403,9 @@ file``)."""
 def disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` says that a write found no space left on its device (``ENOSPC`` as an ``OSError``, or in
     the words of a library's writer that raises another exception, :data:`_DISK_FULL`)."""
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError) and exc.errno is not None:
         return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    text = str(exc).lower()
+    text = (_first_copy_error(exc) if isinstance(exc, OSError) else str(exc)).lower()  # a tree's copy: its first
     return any(words in text for words in _DISK_FULL)
 
 
