@@ -413,3 +413,37 @@ def test_a_slow_or_hung_customer_ends_its_episode_as_a_customer_failure_within_i
     assert episode["termination"] == "customer_error" and all(env.truncations.values()), episode
     assert took < 2.5, took  # 1 s for the turn and its re-asks, not 20 x 0.3 s, nor for ever
     assert len(calls) <= 4
+
+
+_FULL_AT_CHECKPOINT = """
+import errno, sys
+from joy_trainers import cli
+from joy_trainers.rl import checkpoints
+def full(obj, path):
+    raise OSError(errno.ENOSPC, "No space left on device")
+checkpoints.save_tensors = full
+cli.train_main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow  # two processes under accelerate launch (a minute on two CPU cores)
+def test_a_full_disk_under_two_processes_is_one_line_on_every_process(sft_run, tmp_path):
+    from quick_runs import TWO_PROCESSES, quick_values
+
+    if shutil.which("accelerate") is None:
+        pytest.skip("accelerate launcher not on PATH")
+    script = tmp_path / "full_at_checkpoint.py"
+    script.write_text(_FULL_AT_CHECKPOINT)
+    out = tmp_path / "run"
+    values = quick_values(sft_run, out, steps_per_iteration=2, checkpoint_every=1, tasks_per_step=2)
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in values.items() if k != "output_dir"]
+    cmd = [*TWO_PROCESSES, str(script), "--trainer", "grpo", "--output-dir", str(out), *sets]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    said = [line for line in done.stderr.splitlines() if "joy-train: error:" in line]  # maybe after a progress bar
+    lines = [line[line.index("joy-train: error:") :] for line in said]
+    frames = [line for line in done.stderr.splitlines() if line.strip().startswith('File "')]
+    ours = [line for line in frames if "/joy_trainers/" in line or "/joy_agents/" in line]  # our tracebacks
+    assert done.returncode != 0 and not ours, ours  # (the launcher reports a failed child in its own traceback)
+    assert len(lines) == 2 and all("cannot write the checkpoint of step 1" in line for line in lines), lines
+    assert all("No space left on device" in line for line in lines) and not list(out.glob("checkpoints/step-*"))
