@@ -261,12 +261,78 @@ class MemoryBank:
     def from_dict(
         cls, data: dict[str, Any], config: MemoryConfig | None = None, embedder: Embedder | None = None
     ) -> MemoryBank:
-        bank = cls(data["role"], config, embedder)
-        bank._next_id = int(data["next_id"])
+        """The bank :meth:`to_dict` wrote, every field checked first (:func:`check_bank_dict`, with the embedding
+        length of the embedder when it says it, e.g. :class:`HashEmbedder`'s ``dim``): a damaged or tampered bank
+        is a one-line ``ValueError`` naming the field."""
+        bank = cls(check_bank_dict(data)["role"], config, embedder)
+        check_bank_dict(data, getattr(bank.embedder, "dim", None))
+        bank._next_id = data["next_id"]
         bank.stats.update(data.get("stats", {}))
         for e in data["entries"]:
-            bank.entries[int(e["entry_id"])] = MemoryEntry(**e)
+            bank.entries[e["entry_id"]] = MemoryEntry(**{**e, "embedding": [float(x) for x in e["embedding"]]})
         return bank
+
+
+BANK_ENTRIES_MAX = 10**6
+"""The most entries a saved bank may hold."""
+_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
+    "entry_id": (int,),
+    "key": (str,),
+    "turn": (int,),
+    "action": (str,),
+    "reward": (int, float),
+    "margin": (int, float),
+    "time": (int,),
+    "embedding": (list,),
+    "hits": (int,),
+}
+
+
+def check_bank_dict(data: Any, dim: int | None = None) -> dict[str, Any]:
+    """``data`` as :meth:`MemoryBank.to_dict` writes it, or a one-line ``ValueError`` naming the first field that
+    is not: ``role`` a string, ``next_id`` an int above every entry's id, ``stats`` counts, and at most
+    :data:`BANK_ENTRIES_MAX` ``entries``, each with exactly :class:`MemoryEntry`'s fields, of their types (numbers
+    finite, ids distinct), and an embedding of finite numbers, of length ``dim`` (when given, else the same for
+    every entry). Returns ``data``."""
+
+    def bad(where: str, value: Any, expected: str) -> ValueError:
+        return ValueError(f"memory bank: {where} must be {expected}, got {value!r:.60}")
+
+    if not isinstance(data, dict):
+        raise bad("the bank", data, "an object of role, next_id, stats and entries")
+    role, next_id, stats, entries = (data.get(k) for k in ("role", "next_id", "stats", "entries"))
+    if not isinstance(role, str) or not role:
+        raise bad("role", role, "a role name")
+    if isinstance(next_id, bool) or not isinstance(next_id, int) or next_id < 0:
+        raise bad("next_id", next_id, "an int >= 0")
+    if stats is not None and (
+        not isinstance(stats, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in stats.values())
+    ):
+        raise bad("stats", stats, "an object of counts")
+    if not isinstance(entries, list) or len(entries) > BANK_ENTRIES_MAX:
+        raise bad("entries", type(entries).__name__, f"a list of at most {BANK_ENTRIES_MAX} entries")
+    ids: set[int] = set()
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or set(e) != set(_ENTRY_TYPES):
+            raise bad(f"entries[{i}]", e, f"an object of {', '.join(_ENTRY_TYPES)}")
+        for name, types in _ENTRY_TYPES.items():
+            value = e[name]
+            if isinstance(value, bool) or not isinstance(value, types):
+                raise bad(f"entries[{i}].{name}", value, " or ".join(t.__name__ for t in types))
+            if isinstance(value, float) and not math.isfinite(value):
+                raise bad(f"entries[{i}].{name}", value, "a finite number")
+        if e["entry_id"] < 0 or e["entry_id"] >= next_id or e["entry_id"] in ids:
+            raise bad(f"entries[{i}].entry_id", e["entry_id"], f"a distinct int in [0, next_id={next_id})")
+        ids.add(e["entry_id"])
+        if e["turn"] < 0 or e["hits"] < 0:
+            raise bad(f"entries[{i}].turn and hits", (e["turn"], e["hits"]), "ints >= 0")
+        vector = e["embedding"]
+        dim = len(vector) if dim is None else dim
+        if len(vector) != dim or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector
+        ):
+            raise bad(f"entries[{i}].embedding", vector, f"a list of {dim} finite numbers")
+    return data
 
 
 @dataclass

@@ -4,6 +4,8 @@ messages to the customer, the customer's turns and the in-env customer. :class:`
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +13,32 @@ from joy_env.episode import Episode
 from joy_env.protocol import clip, parse_action
 from joy_env.spec import Dialogue
 
-__all__ = ["Conversation", "action_content"]
+__all__ = ["Conversation", "action_content", "call_before"]
+
+
+def call_before(fn: Callable[[Any], Any], arg: Any, deadline: float, seconds: float) -> Any:
+    """``fn(arg)`` in a worker thread, waited for until ``deadline`` (``time.monotonic()``; ``seconds``: the
+    allowance it ends, for the message): its result, or its exception, or a ``TimeoutError`` once the deadline
+    passes (the thread, which cannot be stopped, is left to end on its own; it is a daemon)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"no answer within {seconds:g} s (its re-asks included)")
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn(arg)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="joy-env-customer", daemon=True)
+    worker.start()
+    worker.join(left)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s (its re-asks included)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def action_content(action: Any, limit: int) -> str:
@@ -121,6 +148,7 @@ class Conversation:
         prematurely (``customer_error``); so do ``max_errors`` tool errors (``too_many_errors``)."""
         dialogue = self.dialogue
         ep.customer_streak = 0
+        deadline = time.monotonic() + dialogue.customer_timeout_s  # the turn's, its re-asks included
         while ep.termination is None:
             if ep.customer_streak >= dialogue.max_customer_turns:
                 ep.termination = "customer_error"
@@ -131,7 +159,10 @@ class Conversation:
                 "task": ep.task,
             }
             try:
-                action = dialogue.policy(view)
+                if dialogue.policy is dialogue.expert:  # the env's own customer: a plain function
+                    action = dialogue.policy(view)
+                else:
+                    action = call_before(dialogue.policy, view, deadline, dialogue.customer_timeout_s)
             except Exception as exc:  # a customer's failure ends the conversation, it never crashes the env
                 ep.termination = "customer_error"
                 failure = {"role": "assistant", "content": clip(f"[the customer failed: {exc!r}]", 300)}

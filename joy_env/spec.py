@@ -41,6 +41,10 @@ class Dialogue:
         max_errors: tool errors (both sides) that end the conversation prematurely.
         max_customer_turns: turns an in-env customer may take in a row (tool calls, format errors) before its
             message; past it the conversation ends prematurely (a customer that never answers).
+        customer_timeout_s: the seconds an in-env customer (a ``policy`` other than ``expert``) has for one turn,
+            the re-asks after its malformed replies included; past them the conversation ends prematurely
+            (``customer_error``). The policy runs in a worker thread, so one that never returns does not block
+            ``step()`` (the thread is left behind).
         expert: the customer's turn in expert episodes (``expert(view) -> str``, the same view as ``policy``),
             used by :func:`joy_env.expert.expert_action` when the customer is an agent of the env.
         service_expert: ``service_expert(task, turns_done) -> str``: the expert's turn for the agent holding the
@@ -56,6 +60,7 @@ class Dialogue:
     agent_stop: str = "###STOP###"
     max_errors: int = 10
     max_customer_turns: int = 20
+    customer_timeout_s: float = 60.0
     expert: Callable[[Mapping[str, Any]], str] | None = None
     service_expert: Callable[[Any, int], str] | None = None
     agent: str = "customer"

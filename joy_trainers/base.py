@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from joy_trainers.distributed import barrier, is_main, on_main, start_processes, world
+from joy_trainers.distributed import is_main, on_main, start_processes, world
 from joy_trainers.errors import UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.run_config import RunConfig
@@ -84,18 +84,19 @@ class BaseTrainer:
         try:
             self.claim_run_dir()
             trained = self.run_training()
-            if is_main():
-                save_team(trained.team, self.run.path / "team")
+            on_main(lambda: save_team(trained.team, self.run.path / "team"))  # a failure: every process's line
             metrics = None
             if self.config.eval_tasks:
                 metrics = self.evaluate(trained.team, seed=self.data_seed(), memory=trained.memory)
             results = self.results(
                 steps=trained.steps, metrics=metrics, baseline_metrics=trained.baseline, **trained.fields
             )
-            if is_main():
+
+            def write() -> None:
                 write_results(self.run.path, results)
                 self.write_outputs(trained, results)
-            barrier()
+
+            on_main(write)
             return results if is_main() else {}
         except UsageError:  # refused: the directory as it was found (a run that did work keeps it all)
             self.run.undo_claim()

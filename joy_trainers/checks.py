@@ -16,6 +16,7 @@ from joy_agents.tiny import TINY_MODELS
 from joy_env.registry import COMMON_KWARGS, get_spec
 from joy_trainers.errors import UsageError
 from joy_trainers.ranges import COUNT_MAX
+from joy_trainers.rundir import read_json
 
 
 def check_env_id(env_id: str, option: str = "env_id") -> None:
@@ -105,12 +106,9 @@ def check_team_weights(team: Path, option: str) -> None:
     file, a torch file of tensors only), checked before any is loaded: one line naming the file otherwise."""
     from joy_agents.weight_files import check_weights_dir
 
-    try:
-        config = json.loads((team / "team.json").read_text())["config"]
-        models = [str(config["model"]), *(str(m) for m in (config.get("separate_models") or {}).values())]
-        roles = [str(r) for r in config["roles"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        raise UsageError(f"{option}: {team / 'team.json'} is damaged; it was not written by joy-train") from None
+    config = read_team_config(team, option)
+    models = [str(config["model"]), *(str(m) for m in (config.get("separate_models") or {}).values())]
+    roles = [str(r) for r in config["roles"]]
     dirs = [team / r for r in roles]
     dirs += [Path(os.path.normpath(team / m)) if m.startswith(("./", "../")) else Path(m) for m in models]
     try:
@@ -118,6 +116,49 @@ def check_team_weights(team: Path, option: str) -> None:
             check_weights_dir(str(d))
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from None
+
+
+def check_team_models(team: Path, run_dir: Path, option: str) -> None:
+    """The models the ``team.json`` of ``team`` names (its base and separate models) must not take a run directory
+    out of itself or onto the network: a relative path must stay inside ``run_dir``, and a Hugging Face name must
+    be in the local cache (or be an embedded model), so that loading the team never downloads; a local absolute
+    path is the user's own. One line naming the file and the model otherwise."""
+    config = read_team_config(team, option)
+    file = team / "team.json"
+    root = os.path.abspath(run_dir)
+    for model in [config["model"], *(config.get("separate_models") or {}).values()]:
+        if model.startswith(("./", "../")):
+            resolved = os.path.normpath(os.path.join(os.path.abspath(team), model))
+            if os.path.commonpath([resolved, root]) != root:
+                raise UsageError(
+                    f"{option}: {file} names the model {model!r}, a path that leaves the run directory {run_dir}; a "
+                    f'run names its own models inside it: edit "model" in {file} to the model\'s absolute path'
+                )
+        elif not (
+            model in TINY_MODELS
+            or model.lower() in SMOLLM2_ALIASES
+            or model.startswith(("/", "~"))
+            or model.endswith(".gguf")
+            or _in_hub_cache(model)
+        ):
+            raise UsageError(
+                f"{option}: {file} names the model {model!r}, which is neither a local path nor in the local Hugging "
+                "Face cache; a run directory never makes joy-train or joy-eval download a model: download it "
+                f'yourself (huggingface-cli download {model}) or edit "model" in {file}'
+            )
+
+
+def _in_hub_cache(name: str) -> bool:
+    """Whether the Hugging Face model ``name`` (``org/name`` or ``name``) has its ``config.json`` in the local cache
+    (looked up on disk only)."""
+    if name.count("/") > 1 or name.startswith((".", "~")) or not name.strip():
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an unusual name or cache: not there
+        return False
 
 
 def team_roles(team: Path) -> tuple[str, ...]:
@@ -207,15 +248,39 @@ def read_results(run: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = read_json(path, RESULTS_MAX_BYTES)
+    except (OSError, ValueError) as exc:
         raise UsageError(
-            f"{path} is not valid JSON (truncated: the run crashed or is still writing it); rerun the run or "
-            "remove the file"
+            f"{' '.join(str(exc).split())} (the run crashed or is still writing it, or it was tampered with); rerun "
+            "the run or remove the file"
         ) from None
     if not isinstance(data, dict):
         raise UsageError(f"{path} does not hold a results object; it was not written by joy-train")
+    if "config" in data and not isinstance(data["config"], dict):
+        raise UsageError(f"{path}: its config is not an object; it was not written by joy-train")
     return data
+
+
+RESULTS_MAX_BYTES = 16 * 2**20
+"""The largest ``results.json`` read back."""
+TEAM_FILE_MAX_BYTES = 2**20
+"""The largest ``team.json`` read back."""
+
+
+def read_team_config(team: Path, option: str) -> dict[str, Any]:
+    """The ``config`` of the ``team.json`` in ``team``, checked as :class:`~joy_agents.policy.TeamConfig` checks
+    its fields (types, names, values) before anything reads it: one line naming the file otherwise."""
+    from joy_agents.policy import TeamConfig
+
+    file = team / "team.json"
+    try:
+        data = read_json(file, TEAM_FILE_MAX_BYTES)
+        config = data["config"]
+        TeamConfig(**config)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = " ".join(str(exc).split())[:200] if isinstance(exc, (ValueError, TypeError)) else "unreadable"
+        raise UsageError(f"{option}: {file} is damaged ({why}); it was not written by joy-train") from None
+    return config
 
 
 # ------------------------------------------------------------------------------------ sizes against the model

@@ -25,7 +25,10 @@ import hashlib
 import importlib
 import json
 import math
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,24 +38,26 @@ import yaml
 from joy_agents.memory import MemoryBank
 from joy_agents.policy import TeamPolicy
 from joy_agents.sampling.base import check_engine
-from joy_agents.sampling.settings import ENGINES, GenerationSettings, VLLMEngineError
+from joy_agents.sampling.settings import ENGINES, TEMPERATURE_LIMIT, GenerationSettings, VLLMEngineError
 from joy_trainers import available_trainers
 from joy_trainers.base import BaseTrainer
 from joy_trainers.checks import (
     check_env_options,
     check_team_dir,
+    check_team_models,
     check_team_roles,
     check_team_weights,
     read_results,
     team_roles,
 )
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import Terminated, UsageError
 from joy_trainers.evaluation import evaluate_team
 from joy_trainers.generation import saved_settings
 from joy_trainers.joyagents_grpo import memory_config_of
 from joy_trainers.options import options_text, rename_old_options
+from joy_trainers.ranges import COUNT_MAX, SEED_MAX
 from joy_trainers.rl.start import register_sft_run
-from joy_trainers.rundir import write_json_atomic
+from joy_trainers.rundir import disk_full, free_space, read_json, record_written, write_json_atomic
 
 
 def data_seed_of(config: dict[str, Any]) -> int:
@@ -136,34 +141,33 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
         raise UsageError(f"invalid configuration: {exc}") from None
 
 
-def _nonnegative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
+def _integer(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]`` (argparse names it in its one-line error)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = f"integer in [{low}, {high}]"
+    return parse
 
 
-_nonnegative.__name__ = "integer >= 0"  # argparse names the type in its error
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-_positive.__name__ = "integer >= 1"
+TRIALS_MAX = 100
+"""The most plays of each task ``joy-eval --trials`` runs (tau2-bench reports pass^k up to k = 4)."""
+ENV_KWARGS_MAX = 65536
+"""The longest ``joy-eval --env-kwargs`` text, in characters."""
 
 
 def _temperature(text: str) -> float:
     value = float(text)
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or not 0 <= value <= TEMPERATURE_LIMIT:
         raise ValueError(text)
     return value
 
 
-_temperature.__name__ = "finite number >= 0 (0: greedy)"
+_temperature.__name__ = f"number in [0, {TEMPERATURE_LIMIT:g}] (0: greedy)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -179,6 +183,7 @@ def _fail(prog: str, message: str) -> None:
 
 
 def _run(prog: str, main: Callable[[], None]) -> None:
+    previous = _stop_on_sigterm()
     try:
         main()
     except UsageError as exc:
@@ -188,11 +193,41 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         raise SystemExit(1) from None
     except OSError as exc:  # a write or read the run's own checks could not name (a full disk in a library's writer)
         where = f" at {exc.filename}" if exc.filename else ""
-        print(f"{prog}: error: {exc.strerror or exc}{where}; fix it (free space) and run again", file=sys.stderr)
+        free = f" ({free_space(Path(exc.filename))} there)" if exc.filename and disk_full(exc) else ""
+        print(f"{prog}: error: {exc.strerror or exc}{where}{free}; fix it (free space) and run again", file=sys.stderr)
         raise SystemExit(1) from None
+    except Exception as exc:
+        if not disk_full(exc):  # a library's writer that says so in its own words (safetensors, torch.save)
+            raise
+        said = " ".join(str(exc).split())[:200]
+        print(
+            f"{prog}: error: no space left on device ({said}); free space and run again, with --resume to continue a "
+            "run from its last checkpoint",
+            file=sys.stderr,
+        )
+        raise SystemExit(1) from None
+    except Terminated as exc:  # SIGTERM, as Ctrl-C: one line, the shell's status for SIGTERM
+        print(f"{prog}: terminated{f': {exc}' if str(exc) else ''}", file=sys.stderr)
+        raise SystemExit(143) from None
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, the shell's status for SIGINT
         print(f"{prog}: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM (a scheduler's or container's stop) raise :class:`~joy_trainers.errors.Terminated` as Ctrl-C
+    raises ``KeyboardInterrupt`` (the RL loop stops after its step with a checkpoint on either); returns the
+    handler it replaced (None outside the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated("stopped by SIGTERM")
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def train_main(argv: list[str] | None = None) -> None:
@@ -204,7 +239,7 @@ def train_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preset", help="named configuration, e.g. tiny")
     parser.add_argument("--config", help="YAML file of configuration values")
     parser.add_argument("--output-dir", help="run directory (default runs/<trainer>-<timestamp>)")
-    parser.add_argument("--seed", type=_nonnegative, help="seed (overrides the preset / config)")
+    parser.add_argument("--seed", type=_integer(0, SEED_MAX), help="seed (overrides the preset / config)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one option")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
@@ -249,6 +284,12 @@ def _train(args: argparse.Namespace) -> None:
     print(f"run directory: {run_dir}")
 
 
+MEMORY_MAX_BYTES = 256 * 2**20
+"""The largest memory bank ``joy-eval`` reads back."""
+MEMORY_FILES_MAX = 256
+"""The most memory banks ``joy-eval`` reads back (one per role)."""
+
+
 def eval_main(argv: list[str] | None = None) -> None:
     parser = _Parser(prog="joy-eval", description="Evaluate a saved team on a split.")
     parser.add_argument("run_dir", help="a run directory written by joy-train (holds team/ and results.json)")
@@ -259,8 +300,10 @@ def eval_main(argv: list[str] | None = None) -> None:
         help="split evaluated (all: every task, where the env's source has it, e.g. tau2; small and full: tau2's "
         "telecom task sets)",
     )
-    parser.add_argument("--tasks", type=_positive, default=None, help="number of tasks (default: as in the run)")
-    parser.add_argument("--env", default=None, help="env id (default: the run's)")
+    parser.add_argument(
+        "--tasks", type=_integer(1, COUNT_MAX), default=None, help="number of tasks (default: as in the run)"
+    )
+    parser.add_argument("--env", default=None, type=_env_id, help="env id (default: the run's)")
     parser.add_argument(
         "--engine",
         default=None,
@@ -269,13 +312,13 @@ def eval_main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--draft-tokens",
-        type=_nonnegative,
+        type=_integer(0, 1024),
         default=None,
         help="tokens the continuous engine drafts per row and step, 0: none (default: the run's)",
     )
     parser.add_argument(
         "--draft-max-rows",
-        type=_positive,
+        type=_integer(1, COUNT_MAX),
         default=None,
         help="drafts only while at most this many rows decode (default: the run's)",
     )
@@ -288,7 +331,7 @@ def eval_main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--trials",
-        type=_positive,
+        type=_integer(1, TRIALS_MAX),
         default=1,
         help="plays of each task; above 1 the metrics add tau2-bench's pass^1 .. pass^N (default 1)",
     )
@@ -300,14 +343,26 @@ def eval_main(argv: list[str] | None = None) -> None:
         "identical)",
     )
     args = parser.parse_args(argv)
+    # a run directory names models that are inside it or already on this machine: nothing is downloaded (unless the
+    # user says so with HF_HUB_OFFLINE=0)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _run("joy-eval", lambda: _evaluate(args))
 
 
+def _env_id(text: str) -> str:
+    if len(text) > 200:
+        raise argparse.ArgumentTypeError(f"an env id of {len(text)} characters, above 200; pass a registered env id")
+    return text
+
+
 def _json_object(text: str, option: str) -> dict[str, Any]:
-    """``text`` as a JSON object (``{"source": "tau2"}``), or a UsageError naming ``option``."""
+    """``text`` as a JSON object (``{"source": "tau2"}``) of at most :data:`ENV_KWARGS_MAX` characters, or a
+    UsageError naming ``option``."""
+    if len(text) > ENV_KWARGS_MAX:
+        raise UsageError(f"{option} is {len(text)} characters long, above {ENV_KWARGS_MAX}; pass a short JSON object")
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         example = '{"source": "tau2"}'
         raise UsageError(f"{option} {text!r} is not valid JSON ({exc}); e.g. {option} '{example}'") from None
     if not isinstance(value, dict):
@@ -322,6 +377,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     if not run.is_dir():
         raise UsageError(f"run directory {run} does not exist; pass a run directory written by joy-train")
     check_team_dir(run / "team", "run directory")
+    check_team_models(run / "team", run, f"run directory {run}")  # inside the run or cached: no download
     check_team_weights(run / "team", f"run directory {run}")  # before anything is built or loaded
     saved = read_results(run)
     if not saved:
@@ -332,6 +388,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     cfg = saved.get("config")
     if not isinstance(cfg, dict):
         raise UsageError(f"{run}/results.json holds no config: it was not written by joy-train")
+    _check_saved_values(run, saved, cfg)
     run_env = saved.get("env_id", "joy/mixed-v0")
     env_id = args.env or run_env
     if args.env_kwargs is not None:
@@ -350,19 +407,18 @@ def _evaluate(args: argparse.Namespace) -> None:
             settings = memory_config_of(cfg)  # retrieval as the run's own evaluations read the banks
         except (TypeError, ValueError) as exc:
             raise UsageError(f"{run}/results.json: memory settings: {exc}") from None
-    try:
-        team = TeamPolicy.load(str(run / "team"))
-    except (FileNotFoundError, ValueError) as exc:  # a base model gone, a tampered or foreign weights file
-        raise UsageError(" ".join(str(exc).split())) from None
     memory = None
     if settings is not None:
-        try:
-            memory = {
-                p.stem: MemoryBank.from_dict(json.loads(p.read_text()), settings)
-                for p in (run / "memory").glob("*.json")
-            }
-        except (KeyError, TypeError, ValueError) as exc:  # a damaged bank, an embedder that cannot be built
-            raise UsageError(f"{run}/memory: {type(exc).__name__}: {exc}") from None
+        memory = {}
+        for p in sorted((run / "memory").glob("*.json"))[:MEMORY_FILES_MAX]:
+            try:  # a damaged or tampered bank, an embedder that cannot be built: one line naming the file
+                memory[p.stem] = MemoryBank.from_dict(read_json(p, MEMORY_MAX_BYTES), settings)
+            except (OSError, KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"{p}: {' '.join(str(exc).split())[:300]}; restore it or remove {p}") from None
+    try:
+        team = TeamPolicy.load(str(run / "team"))
+    except (OSError, TypeError, ValueError) as exc:  # a base model gone, a tampered or foreign weights file
+        raise UsageError(" ".join(str(exc).split())) from None
     metrics = evaluate_team(
         team,
         env_id,
@@ -380,6 +436,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         record.update(trials=args.trials, temperature=generation.temperature)
     record["metrics"] = metrics
     write_json_atomic(out, record, "the evaluation")
+    record_written(run, [out])  # what --overwrite may remove
     print(json.dumps(metrics, indent=2))
     if "pass_k" in metrics:
         played = metrics["episodes"] // args.trials
@@ -388,13 +445,35 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(f"wrote {out}")
 
 
+def _check_saved_values(run: Path, saved: dict[str, Any], cfg: dict[str, Any]) -> None:
+    """The values of a run's ``results.json`` that ``joy-eval`` reads besides its generation settings: the env id
+    and options, the evaluated tasks and the data seed, each of its type and in range (one line otherwise)."""
+
+    def count(value: Any, high: int) -> bool:
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high)
+
+    problems = [
+        ("env_id", saved.get("env_id"), isinstance(saved.get("env_id", ""), str)),
+        ("config.env_kwargs", cfg.get("env_kwargs"), isinstance(cfg.get("env_kwargs") or {}, dict)),
+        ("config.eval_tasks", cfg.get("eval_tasks"), count(cfg.get("eval_tasks"), COUNT_MAX)),
+        ("config.seed", cfg.get("seed"), count(cfg.get("seed"), SEED_MAX)),
+        ("config.data_seed", cfg.get("data_seed"), count(cfg.get("data_seed"), SEED_MAX)),
+    ]
+    for name, value, fine in problems:
+        if not fine:
+            raise UsageError(
+                f"{run}/results.json: {name} is {value!r:.60}, not what joy-train writes (damaged or tampered with); "
+                "pass the directory of a finished joy-train run"
+            )
+
+
 def eval_settings(run: Path, saved: dict[str, Any], args: argparse.Namespace) -> GenerationSettings:
     """The generation settings of ``joy-eval``: those the run saved (:func:`~joy_trainers.generation.saved_settings`,
     the view the team was trained and evaluated on), with the command line's ``--engine``, ``--draft-tokens``,
     ``--draft-max-rows`` and ``--temperature`` over them; a UsageError naming the problem otherwise."""
     try:
         settings = saved_settings(saved)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"{run}/results.json: {exc}; pass the directory of a finished joy-train run") from None
     overrides = {
         name: value

@@ -15,3 +15,9 @@ class WriteError(UsageError):
     """Writing a run's file failed (no space left on the device, a quota, a read-only filesystem): the message
     names the path, what was being written and the OS's reason; nothing half-written is left behind, and
     ``--resume`` continues the run once the cause is fixed. Printed as one line like a :class:`UsageError`."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what schedulers and containers send to stop a job), handled as Ctrl-C is: the run stops, with a
+    checkpoint where a Ctrl-C leaves one, and the message is the one line ``joy-train`` prints before it exits
+    with 143 (128 + SIGTERM)."""

@@ -49,7 +49,7 @@ def saved_settings(results: Mapping[str, Any]) -> GenerationSettings:
     the rename; ``eval_max_cycles`` turns). A run holding neither is a one-line ``ValueError`` naming what is
     missing."""
     if "generation" in results:
-        return GenerationSettings.from_dict(dict(results["generation"]))
+        return GenerationSettings.from_dict(results["generation"])
     config = results.get("config")
     if not isinstance(config, Mapping):
         raise ValueError("it holds neither generation settings nor a config: it was not written by joy-train")

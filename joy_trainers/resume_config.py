@@ -6,12 +6,14 @@ iterations, a larger token budget, evaluation, checkpointing and logging setting
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 from joy_trainers.errors import UsageError
-from joy_trainers.rundir import write_json_atomic
+from joy_trainers.rundir import read_json, write_json_atomic
 
 CONFIG_FILE = "config.json"
 """The run's options (as JSON), in the run directory."""
@@ -44,12 +46,7 @@ def check_resume_config(run_dir: Path, cfg: Any, has_checkpoint: bool) -> list[s
     path = run_dir / CONFIG_FILE
     if not path.is_file() or not has_checkpoint:
         return []
-    try:
-        stored = json.loads(path.read_text())
-    except (OSError, ValueError):
-        stored = None
-    if not isinstance(stored, dict):
-        raise UsageError(f"--resume: {path} is damaged; restore it, or start the run again with --overwrite")
+    stored = read_config(path, type(cfg))
     safe = tuple(getattr(type(cfg), "RESUME_SAFE", ()))
     refused, allowed = resume_changes(stored, config_values(cfg), safe)
     if refused:
@@ -59,6 +56,36 @@ def check_resume_config(run_dir: Path, cfg: Any, has_checkpoint: bool) -> list[s
             "another --output-dir"
         )
     return allowed
+
+
+CONFIG_MAX_BYTES = 2**20
+"""The largest ``config.json`` read back (a run's options are a few kilobytes)."""
+
+
+def read_config(path: Path, cls: type) -> dict[str, Any]:
+    """The options stored in ``path`` (a run's ``config.json``), every one checked as ``cls.from_dict`` checks a
+    config (names, types, ranges), or a one-line UsageError saying what is wrong with the file."""
+    fix = "restore it, or start the run again with --overwrite"
+    try:
+        stored = read_json(path, CONFIG_MAX_BYTES)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--resume: {' '.join(str(exc).split())}; {fix}") from None
+    if not isinstance(stored, dict):
+        raise UsageError(f"--resume: {path} is damaged (not an object of options); {fix}")
+    names = {f.name for f in dataclasses.fields(cls)} | set(getattr(cls, "RENAMED", {}))
+    unknown = sorted(set(stored) - names)
+    if unknown:
+        shown = ", ".join(repr(n)[:40] for n in unknown[:5])
+        raise UsageError(f"--resume: {path} holds unknown option(s) {shown}, which joy-train never writes; {fix}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an old option name is read as its new one
+            cls.from_dict({k: v for k, v in stored.items() if k not in IGNORED})
+    except (TypeError, ValueError) as exc:
+        raise UsageError(
+            f"--resume: {path} holds a value joy-train never writes ({' '.join(str(exc).split())[:200]}); {fix}"
+        ) from None
+    return stored
 
 
 def write_config(run_dir: Path, cfg: Any) -> None:

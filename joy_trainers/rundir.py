@@ -8,11 +8,15 @@ adds its own files (see ``docs/trainers/``).
 A run directory belongs to one run. :meth:`RunDir.claim`, called before any long work, takes the directory's
 lock (an exclusive ``flock`` on ``.lock``, held until the run ends: a second run on the same directory is
 refused, and a run killed in any way releases it with its process), refuses a directory that already holds
-something unless the run continues it (``--resume``) or replaces it (``--overwrite``, which removes only the
-files the project writes, :data:`PROJECT_FILES`), removes what a killed run left half-written (temporary
-checkpoints and files) and checks that the directory can be written. Paths stored inside a run directory
-are relative to it, and what the run needs (its starting team, a fine-tuned base) is inside it, so it can
-be moved or copied.
+something unless the run continues it (``--resume``) or replaces it (``--overwrite``), removes what a killed run
+left half-written (temporary checkpoints and files) and checks that the directory can be written.
+
+A run records the files it wrote in the directory's manifest (:data:`MANIFEST`, at every checkpoint and when it
+ends). ``--overwrite`` removes exactly the files recorded there (and the folders they leave empty), never a file
+a user added, and refuses in one line a directory without a manifest (not a run directory).
+
+Paths stored inside a run directory are relative to it, and what the run needs (its starting team, a fine-tuned
+base) is inside it, so it can be moved or copied.
 """
 
 from __future__ import annotations
@@ -57,6 +61,13 @@ files starting with ``.`` and an Accelerate tracker's folder named after the run
 LOCK_FILE = ".lock"
 """The lock file of a run directory (it holds the process id of the run holding it)."""
 
+MANIFEST = ".joy-run.json"
+"""The manifest of a run directory: the files its runs wrote (paths relative to it), which ``--overwrite``
+removes. A directory without one is not a run directory."""
+
+MANIFEST_MAX_BYTES = 64 * 2**20
+"""The largest manifest read back."""
+
 
 class RunDir:
     """Where a run writes: ``output_dir`` or ``runs/<trainer>-<timestamp>`` under the current directory."""
@@ -66,6 +77,8 @@ class RunDir:
         self.path = Path(output_dir or os.path.join("runs", f"{trainer}-{stamp}"))
         self._lock: Any = None
         self._found: set[str] | None = None  # what the directory held when claimed (None: it did not exist)
+        self._created: list[Path] = []  # the directories the claim created, deepest first
+        self._before: set[str] = set()  # the project's files the directory held when claimed
 
     @property
     def checkpoints(self) -> Path:
@@ -87,11 +100,31 @@ class RunDir:
                 out.append(entry)
         return sorted(out)
 
+    def project_files(self) -> set[str]:
+        """The files (and links) under :meth:`project_entries`, relative to the directory."""
+        found: set[str] = set()
+        for entry in self.project_entries():
+            walk = [entry] if entry.is_symlink() or not entry.is_dir() else [entry, *entry.rglob("*")]
+            found.update(str(p.relative_to(self.path)) for p in walk if p.is_symlink() or p.is_file())
+        return found
+
+    def record(self) -> None:
+        """Add the files this run wrote since its claim (the project's files the directory did not hold then) to
+        the manifest (:data:`MANIFEST`, atomically). Called by the process holding the lock at every checkpoint
+        and when the run ends; nothing on other processes."""
+        if self._lock is None:
+            return
+        record_written(self.path, sorted(self.project_files() - self._before))
+
     def claim_and_report(self, tag: str, resume: bool = False, overwrite: bool = False) -> None:
         """:meth:`claim`, then one line (``[tag] --overwrite: removed ...``) naming what ``overwrite`` removed."""
         removed = self.claim(resume=resume, overwrite=overwrite)
         if removed:
-            print(f"[{tag}] --overwrite: removed {', '.join(removed)} from {self.path}")
+            shown = ", ".join(removed[:8]) + (f" and {len(removed) - 8} more" if len(removed) > 8 else "")
+            print(
+                f"[{tag}] --overwrite: removed {len(removed)} file(s) the runs recorded writing ({shown}) from "
+                f"{self.path}"
+            )
 
     def claim(self, resume: bool = False, overwrite: bool = False) -> list[str]:
         """Make the directory this run's before any long work: take its lock (:meth:`lock`), refuse it if it
@@ -106,15 +139,21 @@ class RunDir:
             raise UsageError(f"--output-dir {path} is a file, not a directory; pass a directory path")
         removed: list[str] = []
         found = {p.name for p in path.iterdir()} if path.is_dir() else None
+        self._created = [p for p in (path, *path.parents) if not p.exists()]
         try:
             path.mkdir(parents=True, exist_ok=True)
             self.lock()
         except OSError as exc:
+            if found is None or LOCK_FILE not in found:
+                with suppress(OSError):
+                    (path / LOCK_FILE).unlink()
+            self._remove_created()
             raise UsageError(
-                f"--output-dir {path} cannot be written ({exc.strerror or exc}); pass a directory you can write to"
+                f"--output-dir {path} cannot be written ({_reason(exc, path)}); pass a directory you can write to"
             ) from None
         try:
-            present = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE)
+            present = sorted(p.name for p in path.iterdir() if p.name not in (LOCK_FILE, MANIFEST))
+            recorded = read_manifest(path)
             if present and not resume:
                 if not overwrite:
                     shown = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
@@ -122,20 +161,25 @@ class RunDir:
                         f"--output-dir {path} is not empty ({shown}); pass --resume to continue the run in it, "
                         "--overwrite to replace it, or another --output-dir"
                     )
-                for entry in self.project_entries():
-                    if entry.is_dir() and not entry.is_symlink():
-                        shutil.rmtree(entry)
-                    else:
-                        entry.unlink()
-                    removed.append(entry.name)
+                if recorded is None:
+                    shown = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
+                    raise UsageError(
+                        f"--overwrite: {path} is not a run directory of joy-train (no {MANIFEST} records what a run "
+                        f"wrote there) and holds {shown}; nothing was removed: pass another --output-dir, or empty it "
+                        "yourself"
+                    )
+                removed = self._remove_recorded(recorded)
+                recorded = []
             self.remove_orphans()
             try:
                 probe = path / f".write-test-{os.getpid()}"
                 probe.write_text("")
                 probe.unlink()
+                self._before = self.project_files()
+                write_text_atomic(path / MANIFEST, json.dumps({"files": recorded or []}), "the run's manifest")
             except OSError as exc:
                 raise UsageError(
-                    f"--output-dir {path} cannot be written ({exc.strerror or exc}); pass a directory you can write to"
+                    f"--output-dir {path} cannot be written ({_reason(exc, path)}); pass a directory you can write to"
                 ) from None
         except BaseException:
             self._found = found
@@ -143,6 +187,38 @@ class RunDir:
             raise
         self._found = found
         return removed
+
+    def _remove_recorded(self, recorded: list[str]) -> list[str]:
+        """Remove the files of the manifest (only those inside the directory), then the project's folders they
+        leave empty; returns what was removed."""
+        root = os.path.abspath(self.path)
+        removed = []
+        for rel in recorded:
+            file = Path(os.path.normpath(os.path.join(root, rel)))
+            if (
+                os.path.commonpath([root, str(file)]) != root
+                or file == Path(root)
+                or file.name in (LOCK_FILE, MANIFEST)
+            ):
+                continue  # a tampered manifest never names anything outside the directory
+            if file.is_symlink() or file.is_file():
+                with suppress(OSError):
+                    file.unlink()
+                    removed.append(rel)
+        for entry in self.project_entries():  # the folders left empty, deepest first
+            if entry.is_dir() and not entry.is_symlink():
+                for folder in sorted((p for p in entry.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                    with suppress(OSError):
+                        folder.rmdir()
+                with suppress(OSError):
+                    entry.rmdir()
+        return removed
+
+    def _remove_created(self) -> None:
+        """Remove the directories the claim created (each only when empty), deepest first."""
+        for folder in self._created:
+            with suppress(OSError):
+                folder.rmdir()
 
     def undo_claim(self) -> None:
         """Give the directory back as the claim found it, for a run refused before it did any work: the lock file
@@ -152,13 +228,12 @@ class RunDir:
             if self._lock is not None and self.path.is_dir():
                 found = self._found or set()
                 new = {p.name for p in self.path.iterdir()} - found
-                if new <= {LOCK_FILE, "config.json"}:
+                if new <= {LOCK_FILE, MANIFEST, "config.json"}:
                     for name in new:
                         with suppress(OSError):
                             (self.path / name).unlink()
                     if self._found is None:
-                        with suppress(OSError):
-                            self.path.rmdir()  # only when empty
+                        self._remove_created()  # only when empty
         finally:
             self.release()
 
@@ -184,15 +259,21 @@ class RunDir:
                 f"--output-dir {self.path} is in use by another run (process {holder}); wait for it to end, or "
                 "pass another --output-dir"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        except OSError:  # a full disk: the caller removes the lock file and what it created
+            handle.close()
+            raise
         self._lock = handle
 
     def release(self) -> None:
-        """Give the lock back (the run has ended)."""
+        """Record what the run wrote (:meth:`record`) and give the lock back (the run has ended)."""
         if self._lock is not None:
+            with suppress(UsageError):  # a full disk: the files of the last record stay recorded
+                self.record()
             with suppress(OSError):
                 self._lock.close()
             self._lock = None
@@ -209,6 +290,69 @@ class RunDir:
                 with suppress(OSError):
                     entry.unlink()
         return [p.name for p in orphans]
+
+
+JSON_DEPTH_MAX = 32
+"""The deepest nesting of arrays and objects a file read back from a run directory may have (the project's own
+files nest at most 6 deep)."""
+
+
+def read_json(path: Path, max_bytes: int) -> Any:
+    """The JSON in the file ``path``, read back from a run directory: a file over ``max_bytes``, not UTF-8 JSON,
+    or nested deeper than :data:`JSON_DEPTH_MAX` is a one-line ``ValueError`` saying which (an ``OSError`` when it
+    cannot be read)."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(
+            f"{path} is {size} bytes, above the {max_bytes} a run's file may hold (not written by joy-train)"
+        )
+    try:
+        data = json.loads(path.read_bytes())
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deep (not written by joy-train)") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(
+            f"{path} is not valid JSON ({' '.join(str(exc).split())[:120]}): truncated or damaged"
+        ) from None
+    if _depth(data) > JSON_DEPTH_MAX:
+        raise ValueError(f"{path} nests more than {JSON_DEPTH_MAX} levels deep (not written by joy-train)")
+    return data
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data`` nests lists and dicts (0 for a number or string)."""
+    deepest, level = 0, [(data, 1)]
+    while level:
+        value, d = level.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is not None:
+            deepest = max(deepest, d)
+            level.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+def read_manifest(run_dir: Path) -> list[str] | None:
+    """The files the manifest of ``run_dir`` records (None: it has no readable manifest)."""
+    file = run_dir / MANIFEST
+    try:
+        if file.stat().st_size > MANIFEST_MAX_BYTES:
+            return None
+        files = json.loads(file.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+
+
+def record_written(run_dir: Path, paths: Iterable[str | Path]) -> None:
+    """Add ``paths`` (files written in ``run_dir``: absolute, or relative to it) to its manifest, when it has one."""
+    recorded = read_manifest(run_dir)
+    if recorded is None:
+        return
+    root = os.path.abspath(run_dir)
+    added = {os.path.relpath(os.path.abspath(os.path.join(root, p)), root) for p in paths}
+    files = sorted(set(recorded) | added)
+    if files != recorded:
+        write_text_atomic(run_dir / MANIFEST, json.dumps({"files": files}), "the run's manifest")
 
 
 def write_text_atomic(path: Path, text: str, what: str = "") -> None:
@@ -235,18 +379,55 @@ def writing(path: Path, what: str, cleanup: Iterable[Path] = ()) -> Iterator[Non
     reason and how to go on."""
     try:
         yield
-    except OSError as exc:
+    except Exception as exc:
+        if not isinstance(exc, OSError) and not disk_full(exc):
+            raise
         for entry in cleanup:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 with suppress(OSError):
                     entry.unlink()
-        reason = exc.strerror or _first_copy_error(exc)
         raise WriteError(
-            f"cannot write {what} at {path} ({reason}); nothing half-written was left: free space (or fix the "
-            "filesystem) and run again, with --resume to continue a run from its last checkpoint"
+            f"cannot write {what} at {path} ({_reason(exc, path)}); nothing half-written was left: free space (or fix "
+            "the filesystem) and run again, with --resume to continue a run from its last checkpoint"
         ) from None
+
+
+_DISK_FULL = ("no space left on device", "os error 28", "errno 28", "unexpected pos", "file write failed")
+"""How writers that do not raise ``OSError`` say the disk is full: safetensors (``os error 28``), torch.save's
+zip writer (``[enforce fail at inline_container.cc] . unexpected pos``, ``PytorchStreamWriter failed writing
+file``)."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says that a write found no space left on its device (``ENOSPC`` as an ``OSError``, or in
+    the words of a library's writer that raises another exception, :data:`_DISK_FULL`)."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    text = (_first_copy_error(exc) if isinstance(exc, OSError) else str(exc)).lower()  # a tree's copy: its first
+    return any(words in text for words in _DISK_FULL)
+
+
+def free_space(path: Path) -> str:
+    """The free space of the filesystem of ``path`` (its nearest existing folder), in words ("3.1 MB free")."""
+    where = Path(os.path.abspath(path))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return "free space not known"
+    return f"{free / 1e6:.1f} MB free"
+
+
+def _reason(exc: BaseException, path: Path) -> str:
+    """The OS's reason for a failed write at ``path``, with the free space left when the disk is full."""
+    if disk_full(exc):
+        return f"No space left on device, {free_space(path)} there"
+    if isinstance(exc, OSError):
+        return exc.strerror or _first_copy_error(exc)
+    return " ".join(str(exc).split())[:200]
 
 
 def _first_copy_error(exc: OSError) -> str:
@@ -313,5 +494,20 @@ def save_team(team: Any, path: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         team.save(str(tmp))
         if path.exists():
+            _keep_unrecorded(path, tmp)
             shutil.rmtree(path)
         os.replace(tmp, path)
+
+
+def _keep_unrecorded(old: Path, new: Path) -> None:
+    """Move into ``new`` the files of ``old`` (a folder of a run directory about to be replaced by ``new``) that no
+    run recorded writing (a user's) and that ``new`` does not hold; nothing in a directory without a manifest."""
+    recorded = read_manifest(old.parent)
+    if recorded is None:
+        return
+    known = set(recorded)
+    for file in [p for p in old.rglob("*") if p.is_file() or p.is_symlink()]:
+        inside = file.relative_to(old)
+        if str(file.relative_to(old.parent)) not in known and not (new / inside).exists():
+            (new / inside).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(file, new / inside)

@@ -50,7 +50,7 @@ from joy_agents.sft_data import (
 from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
 from joy_trainers.base import BaseTrainer, Trained
 from joy_trainers.checks import check_domain_weights, check_env_options, check_model, check_sft_sizes
-from joy_trainers.distributed import barrier, is_main, say, world
+from joy_trainers.distributed import is_main, on_main, say, world
 from joy_trainers.errors import UsageError
 from joy_trainers.generation import run_settings, sft_prompt_tokens
 from joy_trainers.presets import SFT_PRESETS
@@ -605,13 +605,16 @@ class SFTTrainer(BaseTrainer):
     def _finish_stage(self, progress: SFTProgress, stage: str, team: Any = None) -> None:
         """Record a finished stage (with the team as it stands after it, if given) on the main process; every
         process waits for it."""
-        if is_main():
+
+        def write() -> None:
             if team is not None:
                 save_team_checkpoint(team, self.run.path, progress, stage)
             else:
                 progress.finish(stage, self.run.path)
             shutil.rmtree(self.run.path / "work" / stage, ignore_errors=True)  # its TRL checkpoints
-        barrier()
+            self.run.record()  # what --overwrite may remove
+
+        on_main(write)  # a failure (a full disk) is every process's one line
 
     def _fit(self, stage: str, model: Any, rows: list, collate: Any, lr: float, epochs: float, grouped: bool) -> Any:
         """One TRL training stage over ``epochs`` passes of ``rows``; returns the finished TRL trainer, whose
@@ -642,8 +645,8 @@ class SFTTrainer(BaseTrainer):
             say(f"[sft] --resume: {stage} continues from {resume}")
         try:
             trainer.train(resume_from_checkpoint=resume)
-        except KeyboardInterrupt:
-            raise KeyboardInterrupt(
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the same line, its own exit status
+            raise type(exc)(
                 f"stopped in the {stage} stage; continue with joy-train --trainer sft --resume --output-dir "
                 f"{self.run.path} (from the last stage boundary or checkpoint_steps checkpoint)"
             ) from None

@@ -117,7 +117,7 @@ def finished_run(sft_run, tmp_path):
 
 def test_joy_eval_mistakes(capsys, finished_run, tmp_path):
     line = _error(capsys, eval_main, [str(finished_run), "--tasks", "-5"])
-    assert "--tasks" in line and "'-5'" in line and "integer >= 1" in line
+    assert "--tasks" in line and "'-5'" in line and "integer in [1, 1000000]" in line
     line = _error(capsys, eval_main, [str(finished_run), "--tasks", "0"])
     assert "--tasks" in line and "'0'" in line
     line = _error(capsys, eval_main, [str(finished_run), "--env", "joy/nope"])
@@ -129,14 +129,14 @@ def test_joy_eval_mistakes(capsys, finished_run, tmp_path):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--trials", "0"], "argument --trials: invalid integer >= 1 value: '0'"),
-        (["--trials", "-2"], "argument --trials: invalid integer >= 1 value: '-2'"),
-        (["--trials", "2.5"], "argument --trials: invalid integer >= 1 value: '2.5'"),
-        (["--trials", "many"], "argument --trials: invalid integer >= 1 value: 'many'"),
-        (["--temperature", "-1"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: '-1'"),
-        (["--temperature", "nan"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: 'nan'"),
-        (["--temperature", "inf"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: 'inf'"),
-        (["--temperature", "hot"], "argument --temperature: invalid finite number >= 0 (0: greedy) value: 'hot'"),
+        (["--trials", "0"], "argument --trials: invalid integer in [1, 100] value: '0'"),
+        (["--trials", "-2"], "argument --trials: invalid integer in [1, 100] value: '-2'"),
+        (["--trials", "2.5"], "argument --trials: invalid integer in [1, 100] value: '2.5'"),
+        (["--trials", "many"], "argument --trials: invalid integer in [1, 100] value: 'many'"),
+        (["--temperature", "-1"], "argument --temperature: invalid number in [0, 100] (0: greedy) value: '-1'"),
+        (["--temperature", "nan"], "argument --temperature: invalid number in [0, 100] (0: greedy) value: 'nan'"),
+        (["--temperature", "inf"], "argument --temperature: invalid number in [0, 100] (0: greedy) value: 'inf'"),
+        (["--temperature", "hot"], "argument --temperature: invalid number in [0, 100] (0: greedy) value: 'hot'"),
     ],
 )
 def test_joy_eval_refuses_bad_trials_and_temperatures(capsys, finished_run, argv, expected):

@@ -204,7 +204,7 @@ def test_a_full_disk_at_the_start_is_one_line_leaves_nothing_and_the_run_goes_ah
 
     monkeypatch.setattr(start.os, "link", _no_space)  # no hard links: the base is copied
     monkeypatch.setattr(start.shutil, "copy2", fills_up)
-    expected = r"cannot write the starting team and its base model at .*start_team \(No space left on device\)"
+    expected = r"cannot write the starting team and its base model at .*start_team \(No space left on device, [0-9.]"
     with pytest.raises(WriteError, match=expected) as refused:
         _run_with_base(tiny_dir, tmp_path, monkeypatch, out)
     assert len(calls) > 3 and "\n" not in str(refused.value)

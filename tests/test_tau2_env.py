@@ -82,6 +82,10 @@ def test_bad_domain_split_and_protocol_are_one_line_errors(tmp_path):
         joy_env.make("joy/tau2-v0", domain="airline", protocol="chat")
     with pytest.raises(FileNotFoundError, match=r"lacks db\.toml, user_db\.toml.*tech_support_manual\.md"):
         joy_env.make("joy/tau2-v0", domain="telecom", path=str(tmp_path))
+
+
+@needs_data("retail")
+def test_an_unknown_argument_is_one_line():
     with pytest.raises(TypeError, match="unknown argument"):
         joy_env.make("joy/tau2-v0", domain="retail", source="tau2")
 

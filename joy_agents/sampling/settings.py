@@ -48,10 +48,21 @@ class VLLMEngineError(RuntimeError):
     """The ``vllm`` engine did not start, or stopped mid-run: one line naming vLLM's error and the fix."""
 
 
-def check_count(name: str, value: Any, minimum: int, meaning: str = "") -> None:
-    """Refuse ``value`` unless it is an int >= ``minimum`` (``meaning`` explains a special value), in one line."""
+TOKENS_LIMIT = 2**24
+"""The most tokens a generation setting may name (per turn, per prompt, kept per prefix)."""
+COUNT_LIMIT = 10**6
+"""The most turns, rows or samples a generation setting may name."""
+TEMPERATURE_LIMIT = 100.0
+"""The highest sampling temperature (far beyond any useful one: the distribution is flat long before)."""
+
+
+def check_count(name: str, value: Any, minimum: int, meaning: str = "", maximum: int | None = None) -> None:
+    """Refuse ``value`` unless it is an int >= ``minimum`` (``meaning`` explains a special value) and, given a
+    ``maximum``, <= it, in one line."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}{meaning}, got {value!r}")
+        raise ValueError(f"{name} must be an int >= {minimum}{meaning}, got {value!r:.80}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}]{meaning}, got {value!r}")
 
 
 def check_names(cls: type, values: dict[str, Any], what: str) -> None:
@@ -142,20 +153,20 @@ class GenerationSettings:
     """How the ``vllm`` engine is built (used the first time a team is sampled with it)."""
 
     def __post_init__(self) -> None:
-        check_count("max_new_tokens", self.max_new_tokens, 1)
-        check_count("max_cycles", self.max_cycles, 1)
-        check_count("max_prompt_tokens", self.max_prompt_tokens, 16)
+        check_count("max_new_tokens", self.max_new_tokens, 1, maximum=TOKENS_LIMIT)
+        check_count("max_cycles", self.max_cycles, 1, maximum=COUNT_LIMIT)
+        check_count("max_prompt_tokens", self.max_prompt_tokens, 16, maximum=TOKENS_LIMIT)
         t, p = self.temperature, self.top_p
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-            raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {t!r}")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= TEMPERATURE_LIMIT:
+            raise ValueError(f"temperature must be a number in [0, {TEMPERATURE_LIMIT:g}] (0: greedy), got {t!r:.80}")
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {p!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}; e.g. engine=continuous")
-        check_count("max_batch_rows", self.max_batch_rows, 1)
-        check_count("prefix_tokens", self.prefix_tokens, 0, " (0: keep none)")
-        check_count("draft_tokens", self.draft_tokens, 0, " (0: no drafts)")
-        check_count("draft_max_rows", self.draft_max_rows, 1)
+        check_count("max_batch_rows", self.max_batch_rows, 1, maximum=COUNT_LIMIT)
+        check_count("prefix_tokens", self.prefix_tokens, 0, " (0: keep none)", TOKENS_LIMIT)
+        check_count("draft_tokens", self.draft_tokens, 0, " (0: no drafts)", 1024)
+        check_count("draft_max_rows", self.draft_max_rows, 1, maximum=COUNT_LIMIT)
         if not isinstance(self.vllm, VLLMConfig):
             raise TypeError(f"GenerationSettings.vllm must be a VLLMConfig, got {type(self.vllm).__name__}")
 
@@ -182,7 +193,7 @@ class GenerationSettings:
         """The settings of a dict written by :meth:`to_dict` (a missing setting takes its default); unknown names
         and wrong values are a one-line ``ValueError``."""
         if not isinstance(values, dict):
-            raise ValueError(f"generation settings must be an object of GenerationSettings fields, got {values!r}")
+            raise ValueError(f"generation settings must be an object of GenerationSettings fields, got {values!r:.80}")
         check_names(cls, values, "generation setting")
         values = dict(values)
         vllm = values.pop("vllm", None)  # the field, as a dict of VLLMConfig's fields

@@ -30,9 +30,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from joy_agents.memory import check_bank_dict
 from joy_agents.policy import TeamPolicy
-from joy_trainers.distributed import all_gather_objects, barrier
-from joy_trainers.rundir import writing
+from joy_trainers.checks import check_team_models
+from joy_trainers.distributed import all_gather_objects, on_main
+from joy_trainers.errors import UsageError
+from joy_trainers.rundir import read_json, writing
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState
@@ -226,14 +229,22 @@ def read_checkpoint(path: str | Path) -> CheckpointData:
         if not (path / name).is_file():
             raise CheckpointError(f"{path.name} lacks {name} (an incomplete or foreign checkpoint)")
     try:
-        state = json.loads((path / "state.json").read_text())
-        rng = json.loads((path / "rng.json").read_text())
+        state = read_json(path / "state.json", STATE_MAX_BYTES)
+        rng = read_json(path / "rng.json", STATE_MAX_BYTES)
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"{path.name}: state.json or rng.json is truncated or damaged ({exc})") from None
     if not isinstance(state, dict) or not isinstance(state.get("step"), int) or not isinstance(rng, dict):
         raise CheckpointError(f"{path.name}: state.json or rng.json does not hold what joy-train writes")
     if path.name.startswith("step-") and path.name[5:] != str(state["step"]):
         raise CheckpointError(f"{path.name}: state.json says step {state['step']}")
+    problem = state_problem(state) or rng_problem(rng)
+    if problem:
+        raise CheckpointError(f"{path.name}: {problem} (damaged or tampered with)")
+    if path.parent.name == "checkpoints":  # in a run directory: its team's models inside it or cached
+        try:
+            check_team_models(path / "team", path.parent.parent, path.name)
+        except UsageError as exc:
+            raise CheckpointError(str(exc)) from None
     optimizers = load_tensors(path / "optimizers.pt")
     if not isinstance(optimizers, dict):
         raise CheckpointError(f"{path.name}: optimizers.pt does not hold one optimiser state per role")
@@ -243,6 +254,45 @@ def read_checkpoint(path: str | Path) -> CheckpointData:
     except Exception as exc:  # noqa: BLE001 - any failure to load the saved weights makes it unusable
         raise CheckpointError(f"{path.name}/team does not load ({_first_sentence(exc)})") from None
     return CheckpointData(path, state, team, optimizers, rng, reference)
+
+
+STATE_MAX_BYTES = 1 << 30
+"""The largest ``state.json`` or ``rng.json`` read back (memory banks make up most of a state)."""
+
+
+def state_problem(state: dict[str, Any]) -> str | None:
+    """Why a checkpoint's ``state.json`` (its step already checked) is not what :func:`checkpoint` writes, or
+    None: every field it holds of its type and in range, and every memory bank sound
+    (:func:`~joy_agents.memory.check_bank_dict`)."""
+    if state["step"] < 0:
+        return f"state.json: step {state['step']} is negative"
+    number = (int, float)
+    kinds = {"baseline": (dict, type(None)), "tokens_total": (int,), "wall_s": number, "memory": (dict,)}
+    kinds["trainer_state"] = (dict,)
+    for name, types in kinds.items():
+        value = state.get(name)
+        if name in state and (isinstance(value, bool) or not isinstance(value, types)):
+            return f"state.json: {name} is {value!r:.60}, not a {' or '.join(t.__name__ for t in types)}"
+        if isinstance(value, number) and not isinstance(value, bool) and not 0 <= value < float("inf"):
+            return f"state.json: {name} is {value!r}, not a finite number >= 0"
+    for role, bank in (state.get("memory") or {}).items():
+        try:
+            check_bank_dict(bank)
+        except ValueError as exc:
+            return f"state.json: the memory of {role}: {exc}"
+    return None
+
+
+def rng_problem(rng: dict[str, Any]) -> str | None:
+    """Why a checkpoint's ``rng.json`` cannot be set (tried, then the states as they were put back), or None."""
+    saved = rng_state()
+    try:
+        set_rng_state(rng)
+    except (KeyError, ValueError, TypeError, RuntimeError, OverflowError) as exc:
+        return f"rng.json does not hold random states ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+    finally:
+        set_rng_state(saved)
+    return None
 
 
 def apply_checkpoint(data: CheckpointData, team: Any, optimizers: dict[str, torch.optim.Optimizer]) -> None:
@@ -272,7 +322,10 @@ def checkpoint(run: RunDir, state: RunState) -> None:
     """Rank 0 writes a checkpoint of ``state`` with every rank's RNG states (see :func:`save_checkpoint`);
     every rank waits for it."""
     rng_ranks = all_gather_objects(rng_state())
-    if state.is_main:
+
+    def write() -> None:
+        if not state.is_main:
+            return
         extra = {
             "baseline": state.baseline,
             "tokens_total": state.tokens_total,
@@ -296,4 +349,6 @@ def checkpoint(run: RunDir, state: RunState) -> None:
             write_extra=write_extra,
             rng_ranks=rng_ranks,
         )
-    barrier()
+        run.record()  # what --overwrite may remove
+
+    on_main(write)  # every process waits for it, and stops with its one line when it fails (a full disk)

@@ -40,6 +40,7 @@ from joy_trainers.checks import (
     check_env_options,
     check_rl_sizes,
     check_sft_run,
+    check_team_models,
     check_team_roles,
     check_team_weights,
     check_vllm_team,
@@ -48,7 +49,7 @@ from joy_trainers.checks import (
     team_roles,
 )
 from joy_trainers.distributed import all_gather_objects, barrier, on_main, say, start_processes, world
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import Terminated, UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.rl.checkpoints import (
@@ -92,7 +93,8 @@ def check_inputs(run: RunDir, cfg: RLConfig) -> None:
     envs = check_env_options(cfg.env_id, cfg.env_kwargs, cfg.data_seed, splits, names_checked=True)
     start_team = run.path / START_TEAM
     carried = carried_team(run, cfg)
-    if carried:  # its starting team and base, before anything is loaded
+    if carried:  # its starting team and base, before anything is loaded (never a download)
+        check_team_models(start_team, run.path, f"--resume: {run.path}")
         check_team_weights(start_team, f"--resume: {run.path}")
     start_model = (
         team_model(start_team if carried else Path(cfg.sft_run) / "team") if carried or cfg.sft_run else cfg.model
@@ -186,10 +188,13 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
 
 
 def _usable_checkpoint(
-    directory: Path, load_extra: Callable[[Path], None] | None
+    directory: Path,
+    load_extra: Callable[[Path], None] | None,
+    fits: Callable[[CheckpointData], None] | None = None,
 ) -> tuple[CheckpointData | None, list[tuple[Path | None, str]]]:
-    """The newest checkpoint whose every file reads back (and the trainer's, through ``load_extra``), and
-    each newer one that was skipped (its path, or None for a dangling ``latest``) with why."""
+    """The newest checkpoint whose every file reads back (and the trainer's, through ``load_extra``) and, given
+    ``fits``, that goes into the run (``fits(data)`` raises :class:`CheckpointError` otherwise), and each newer one
+    that was skipped (its path, or None for a dangling ``latest``) with why."""
     skipped: list[tuple[Path | None, str]] = []
     pointer = directory / "latest"
     if pointer.is_file():
@@ -201,6 +206,8 @@ def _usable_checkpoint(
         try:
             data = read_checkpoint(path)
             _load_extra(load_extra, path)
+            if fits is not None:
+                fits(data)
             return data, skipped
         except CheckpointError as exc:
             skipped.append((path, str(exc)))
@@ -236,7 +243,7 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
     choice: tuple[str | None, list[str], bool] = (None, [], False)
     data = None
     if rank == 0:
-        data, skipped = _usable_checkpoint(run.checkpoints, load_extra)
+        data, skipped = _usable_checkpoint(run.checkpoints, load_extra, lambda d: _apply(d, state))
         any_checkpoint = bool(checkpoint_steps(run.checkpoints))
         said = [reason for _, reason in skipped]
         if data is not None and skipped:  # each newer one set aside (never deleted), all said in one line
@@ -258,7 +265,7 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
         data = read_checkpoint(path)
         _load_extra(load_extra, path)
     try:
-        apply_checkpoint(data, state.team, state.optimizers)
+        _apply(data, state)
     except CheckpointError as exc:
         raise UsageError(f"--resume: {exc}; resume with the options the run started with, or --overwrite") from None
     saved = data.state
@@ -270,10 +277,6 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
     state.tokens_total = int(saved.get("tokens_total", 0))
     state.wall_before = float(saved.get("wall_s", 0.0))
     state.trainer_state = dict(saved.get("trainer_state", {}))
-    for role, bank_data in saved.get("memory", {}).items():
-        if role in state.banks:
-            bank = state.banks[role]
-            state.banks[role] = MemoryBank.from_dict(bank_data, bank.config, bank.embedder)
     if data.reference is not None:  # read on the CPU: onto the device of the weights it stands for
         state.reference = ReferencePolicy(state.team, [])
         state.reference.weights = {
@@ -284,6 +287,21 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
         skipped_text = "".join(f"; {reason}" for reason in skipped_said)
         print(f"[rl] resumed from {path} (step {state.step}){skipped_text}")
     return path
+
+
+def _apply(data: CheckpointData, state: RunState) -> None:
+    """Put the checkpoint ``data``'s weights, optimiser and RNG states and memory banks into ``state``; a
+    :class:`CheckpointError` when any does not fit the run (whatever was put in is replaced by the checkpoint
+    applied next)."""
+    apply_checkpoint(data, state.team, state.optimizers)
+    banks = dict(state.banks)
+    for role, bank_data in data.state.get("memory", {}).items():
+        if role in banks:
+            try:
+                banks[role] = MemoryBank.from_dict(bank_data, banks[role].config, banks[role].embedder)
+            except ValueError as exc:
+                raise CheckpointError(f"{data.path.name}: state.json: the memory of {role}: {exc}") from None
+    state.banks.update(banks)
 
 
 def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | None = None) -> None:
@@ -352,27 +370,35 @@ def run_steps(
 
 
 @contextlib.contextmanager
-def _stop_on_ctrl_c() -> Iterator[list[bool]]:
-    """While the loop runs, a first Ctrl-C (SIGINT) asks it to stop after the step under way, with a
+def _stop_on_ctrl_c() -> Iterator[list[int]]:
+    """While the loop runs, a first Ctrl-C (SIGINT) or SIGTERM asks it to stop after the step under way, with a
     checkpoint; a second one stops at once (the newest checkpoint stays). Either ends in one
-    ``KeyboardInterrupt`` whose message is the only line said (``joy-train`` prints it and exits with 130).
-    Yields the flag (``[True]`` once asked). The handler that was there before (the default, or SIG_IGN under
-    ``nohup``) is put back when the loop ends."""
-    asked = [False]
+    ``KeyboardInterrupt`` (:class:`~joy_trainers.errors.Terminated` for SIGTERM) whose message is the only line
+    said (``joy-train`` prints it and exits with 130, or 143 for SIGTERM). Yields the flag (``[signal number]``
+    once asked, ``[0]`` before). The handlers that were there before (the default, or SIG_IGN under ``nohup``)
+    are put back when the loop ends."""
+    asked = [0]
     if threading.current_thread() is not threading.main_thread():
         yield asked
         return
 
     def handler(signum: int, frame: Any) -> None:
         if asked[0]:
-            raise KeyboardInterrupt("stopped at once; the newest checkpoint stays")
-        asked[0] = True  # said once, when the loop stops after this step
+            raise _interrupt(signum, "stopped at once; the newest checkpoint stays")
+        asked[0] = signum  # said once, when the loop stops after this step
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield asked
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
+
+
+def _interrupt(signum: int, message: str) -> KeyboardInterrupt:
+    """The exception that stops a run on the signal ``signum``: :class:`Terminated` for SIGTERM, else a
+    ``KeyboardInterrupt``."""
+    return (Terminated if signum == signal.SIGTERM else KeyboardInterrupt)(message)
 
 
 def _run_steps(
@@ -381,7 +407,7 @@ def _run_steps(
     step_fn: Callable[[RunState, int], StepOutput | dict[str, Any]],
     refresh_reference: bool,
     after_checkpoint: Callable[[], None] | None,
-    stop: list[bool],
+    stop: list[int],
 ) -> None:
     cfg = state.config
     budget = cfg.token_budget
@@ -397,7 +423,8 @@ def _run_steps(
             state.log.log(row)
         state.progress(row)
         spent = bool(budget) and state.tokens_total >= budget
-        stopping = any(all_gather_objects(stop[0]))  # every process stops after the same step
+        signals = [s for s in all_gather_objects(stop[0]) if s]  # every process stops after the same step
+        stopping = bool(signals)
         if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0 or spent or stopping:
             checkpoint(run, state)
             if after_checkpoint is not None:
@@ -405,9 +432,10 @@ def _run_steps(
         if stopping:
             if state.bar is not None:
                 state.bar.close()
-            raise KeyboardInterrupt(
+            raise _interrupt(
+                signals[0],
                 f"stopped after step {state.step} with a checkpoint; continue with joy-train --resume --output-dir "
-                f"{run.path}"
+                f"{run.path}",
             )
 
 

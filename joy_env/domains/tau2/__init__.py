@@ -100,7 +100,9 @@ Who plays the customer (``customer=``):
   (``joy_env.expert_action`` plays it as the scripted customer).
 * a callable ``customer(view) -> str`` played inside the env, ``view`` being ``{"messages", "tools", "task"}``
   (the customer's conversation, its tool schemas, the task): wrap your own LLM user simulator here. A customer
-  that raises, or never sends a message, ends the conversation prematurely.
+  that raises, or never sends a message, ends the conversation prematurely; so does one that takes more than
+  ``Dialogue.customer_timeout_s`` (60 s) for a turn, its re-asks after malformed replies included (it runs in a
+  worker thread, so a hung one never blocks ``step()``).
 
 The expert (``joy_env.expert_action``) plays the service side of a dialogue from the task's gold actions
 (``task.meta["script"]``): it asks what the customer knows, makes the reads, asks for confirmation before each
