@@ -202,7 +202,7 @@ def test_greedy_trials_warn_that_they_are_identical(team):
         ({"trials": 0}, "trials must be an int >= 1 (plays of each task), got 0"),
         ({"trials": 2.0}, "trials must be an int >= 1 (plays of each task), got 2.0"),
         ({"trials": True}, "got True"),
-        ({"temperature": -0.5}, "temperature must be a finite number >= 0 (0: greedy), got -0.5"),
+        ({"temperature": -0.5}, "temperature must be a number in [0, 100] (0: greedy), got -0.5"),
         ({"temperature": math.nan}, "got nan"),
         ({"temperature": math.inf}, "got inf"),
         ({"temperature": "1"}, "got '1'"),

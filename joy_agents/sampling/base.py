@@ -37,7 +37,7 @@ from joy_agents.config import Sample, SamplingConfig
 from joy_agents.sampling.settings import ENGINES, INSTALL_HINT, GenerationSettings, check_count
 from joy_agents.sampling.stats import EngineStats
 
-__all__ = ["Sampler", "check_engine", "drain", "make_sampler", "sample_many", "start_engine"]
+__all__ = ["Sampler", "check_engine", "drain", "make_sampler", "sample_many", "serves_from_own_engine", "start_engine"]
 
 
 @runtime_checkable
@@ -140,6 +140,12 @@ def make_sampler(team: Any, settings: GenerationSettings, sampling: SamplingConf
     from joy_agents.sampling.generate import GenerateSampler
 
     return GenerateSampler(team, sampling)
+
+
+def serves_from_own_engine(engine: str) -> bool:
+    """Whether the engine named ``engine`` serves a team from an engine of its own, loaded from the team's weights
+    (``vllm``), so that a run checks before any work that it can serve the team."""
+    return engine == "vllm"
 
 
 def start_engine(team: Any, settings: GenerationSettings) -> None:

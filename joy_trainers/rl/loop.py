@@ -33,7 +33,7 @@ import joy_env
 from joy_agents.memory import MemoryBank, MemoryConfig
 from joy_agents.policy import TeamPolicy
 from joy_agents.rollout import RolloutConfig, RolloutEngine
-from joy_agents.sampling.base import start_engine
+from joy_agents.sampling.base import serves_from_own_engine, start_engine
 from joy_agents.sft_data import split_train_tasks
 from joy_trainers.base import Trained
 from joy_trainers.checks import (
@@ -100,7 +100,7 @@ def check_inputs(run: RunDir, cfg: RLConfig) -> None:
         team_model(start_team if carried else Path(cfg.sft_run) / "team") if carried or cfg.sft_run else cfg.model
     )
     check_rl_sizes(cfg, start_model)  # every turn within the model's context, a micro-batch within memory
-    if cfg.rollout_engine == "vllm":  # a team vLLM cannot serve: one line now, not after the SFT run
+    if serves_from_own_engine(cfg.rollout_engine):  # a team vLLM cannot serve: one line now, not after the SFT run
         team_dir = start_team if carried else (Path(cfg.sft_run) / "team" if cfg.sft_run else None)
         auto_r = None if team_dir else tiny_sft_values(cfg.model, cfg.data_seed, auto_sft_overrides(cfg))["lora_r"]
         check_vllm_team(team_dir, start_model, auto_r, "rollout_engine")
