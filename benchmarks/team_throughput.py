@@ -1,6 +1,6 @@
 """Sampling throughput of a pretrained team on first turns: the same prompts through each engine, dtype and team.
 
-    python benchmarks/team_throughput.py --out team_throughput.json            # SmolLM2, 64 prompts, ~10 min
+    python benchmarks/team_throughput.py --out team_throughput.json            # SmolLM2, 64 prompts, ~15 min
     python benchmarks/team_throughput.py --dtypes float32 --no-base --prompts 16 --max-new-tokens 16   # quick
     python benchmarks/team_throughput.py --engines continuous,vllm              # with vLLM installed
 

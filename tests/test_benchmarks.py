@@ -328,3 +328,22 @@ def test_sft_speed_times_the_trainer_and_a_plain_loop_on_the_same_rows(tmp_path)
     assert result["rows"] > 0 and result["tokens"] > 0 and result["batches"] == -(-result["rows"] // 4)
     assert result["trainer_steps"] == result["batches"]  # one optimiser step per batch on both sides
     assert result["ratio"] == pytest.approx(result["plain_s"] / result["trainer_s"])
+
+
+def test_team_throughput_measures_each_team_and_the_node_wise_groups(tmp_path):
+    bench = _load("team_throughput")
+    out = tmp_path / "team.json"
+    args = ["--model", "tiny-base", "--dtypes", "float32", "--prompts", "3", "--max-new-tokens", "4"]
+    args += ["--max-prompt-tokens", "400", "--repeats", "2", "--group-size", "2", "--node-prompts", "2"]
+    result = bench.main([*args, "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    by_team = {(s["team"], s["group"]): s for s in result["settings"]}
+    assert set(by_team) == {("lora", 1), ("base", 1), ("lora", 2)}
+    for (_, group), s in by_team.items():
+        assert s["samples"] == (3 if group == 1 else 2 * 2) and 0 < s["tokens"] <= 4 * s["samples"]
+        assert s["tokens_per_s"] == pytest.approx(s["tokens"] / s["seconds"], rel=0.05) and len(s["all_seconds"]) == 2
+        assert s["seconds"] == min(s["all_seconds"]) and s["peak_rss_mb"] > 0
+    assert by_team["lora", 1]["stats"]["samples"] == 3 and by_team["lora", 2]["prompts"] == 2
+    lora, base = by_team["lora", 1]["tokens_per_s"], by_team["base", 1]["tokens_per_s"]
+    assert result["ratios"]["continuous_float32_lora_over_base"] == round(lora / base, 3)
+    assert set(result["matmul_gflops"]) == {"float32", "bfloat16"}
