@@ -80,6 +80,7 @@ def build_team(model: str, dtype: str, lora: bool, lora_r: int, seed: int) -> An
 
     if not lora:
         return TeamPolicy(TeamConfig(model=model, roles=("master",), use_lora=False, dtype=dtype))
+    torch.manual_seed(seed)  # PEFT draws the A matrices from torch's global generator: the same team every time
     team = TeamPolicy(TeamConfig(model=model, lora_r=lora_r, lora_alpha=2 * lora_r, dtype=dtype))
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
