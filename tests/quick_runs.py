@@ -9,6 +9,21 @@ from typing import Any
 
 from joy_trainers import rl
 
+SMALL_RL = {
+    "iterations": 1,
+    "steps_per_iteration": 2,
+    "tasks_per_step": 2,
+    "group_size": 2,
+    "max_nodes": 2,
+    "max_new_tokens": 12,
+    "max_cycles": 3,
+    "max_prompt_tokens": 256,
+    "lr": 1e-2,
+    "eval_tasks": 0,
+    "checkpoint_every": 1,
+}
+"""The options of a short RL run of two steps on the tiny team (RL trainers' tests)."""
+
 TWO_PROCESSES = [
     "accelerate",
     "launch",

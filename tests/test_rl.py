@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch
-from quick_runs import TWO_PROCESSES
+from quick_runs import SMALL_RL, TWO_PROCESSES
 
 from joy_trainers import rl
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
@@ -21,26 +21,12 @@ from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTraine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SMALL = {
-    "iterations": 1,
-    "steps_per_iteration": 2,
-    "tasks_per_step": 2,
-    "group_size": 2,
-    "max_nodes": 2,
-    "max_new_tokens": 12,
-    "max_cycles": 3,
-    "max_prompt_tokens": 256,
-    "lr": 1e-2,
-    "eval_tasks": 0,
-    "checkpoint_every": 1,
-}
-
 
 def _cfg(cls, sft_run, out, **kw):
     import dataclasses
 
     names = {f.name for f in dataclasses.fields(cls)}
-    base = {k: v for k, v in SMALL.items() if k in names}
+    base = {k: v for k, v in SMALL_RL.items() if k in names}
     return cls.from_dict({**base, "sft_run": sft_run, "output_dir": str(out), **kw})
 
 
@@ -301,7 +287,7 @@ def test_checkpoints_keep_only_the_latest_ones(sft_run, tmp_path):
 
 
 def _train_cmd(sft_run, out, steps):
-    sets = {**SMALL, "sft_run": sft_run, "steps_per_iteration": steps, "memory": True}
+    sets = {**SMALL_RL, "sft_run": sft_run, "steps_per_iteration": steps, "memory": True}
     cmd = [sys.executable, "-m", "joy_trainers.cli", "--trainer", "joyagents_grpo", "--output-dir", str(out)]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={json.dumps(v)}"]

@@ -12,6 +12,7 @@ import signal
 
 import pytest
 import torch
+from quick_runs import SMALL_RL
 
 from joy_agents.sampling.settings import INSTALL_HINT, GenerationSettings, VLLMEngineError, vllm_available
 
@@ -184,20 +185,7 @@ def test_an_engine_that_does_not_start_is_one_line(make_distinct_team, monkeypat
     assert "\n" not in message and message.startswith("the vllm engine did not start (RuntimeError: Engine core")
 
 
-RUN = {
-    "iterations": 1,
-    "steps_per_iteration": 2,
-    "tasks_per_step": 2,
-    "group_size": 2,
-    "max_nodes": 2,
-    "max_new_tokens": 12,
-    "max_cycles": 3,
-    "max_prompt_tokens": 256,
-    "lr": 1e-2,
-    "eval_tasks": 0,
-    "checkpoint_every": 1,
-    "rollout_engine": "vllm",
-}
+RUN = {**SMALL_RL, "rollout_engine": "vllm"}
 
 
 def rows(out) -> list[dict]:
