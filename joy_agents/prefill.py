@@ -136,8 +136,8 @@ def length_buckets(
     rows: Sequence[Sequence[int]], overhead: int = BUCKET_OVERHEAD, shared: bool = True
 ) -> list[list[int]]:
     """The indices of ``rows`` (prompts) cut into groups, each to be prefilled in one call, so that padding costs
-    little: a batch pads every prompt to its longest, so a batch of prompts of 230 to 330 tokens computes as many
-    padding columns in its shorter rows as it saves. Rows are sorted by length (identical prompts next to each
+    little: a batch pads every prompt to its longest, so where prompts differ by up to 100 tokens after a start they
+    share, padding can be half of the work after that start. Rows are sorted by length (identical prompts next to each
     other, computed once by :func:`prompt_layout`), and the cut points minimise the tokens computed: per group
     ``overhead`` plus the prefix all rows share plus each distinct prompt's rest padded to the group's longest
     (``shared=False``: every row counts whole, for a forward that runs each row as it is). Groups come shortest
