@@ -119,7 +119,7 @@ def test_an_optimiser_step_reaches_vllm_and_only_the_changed_adapter_is_sent(ser
     requests, sent = dict(engine._requests), engine.adapters_sent
     params = list(served.trainable_parameters("math"))
     optimizer = torch.optim.Adam(params, lr=3e-2)
-    for _ in range(60):  # teach the math adapter one fixed answer
+    for _ in range(300):  # teach the math adapter one fixed answer (stops as soon as it answers so)
         optimizer.zero_grad()
         loss = -served.logprobs("math", [ids], [target], 1.0)[0].sum()
         loss.backward()
