@@ -62,15 +62,19 @@ def cpu_gqa_attention(
 
 def use_cpu_attention(model: torch.nn.Module) -> bool:
     """Switch ``model`` (a transformers model whose attention is ``sdpa``) to :data:`ATTENTION`; whether it was
-    switched. Registering the attention with transformers happens here, once, not at import."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-
+    switched. Registering the attention with transformers happens here, once, not at import. A transformers that
+    lacks what this needs leaves the model as it was (``sdpa``: the same numbers, more copies)."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         return False
-    if ATTENTION not in AttentionInterface._global_mapping:
-        AttentionInterface.register(ATTENTION, cpu_gqa_attention)
-        ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, sdpa_mask)
-    model.set_attn_implementation(ATTENTION)
-    return True
+    try:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+        if ATTENTION not in AttentionInterface._global_mapping:
+            AttentionInterface.register(ATTENTION, cpu_gqa_attention)
+            ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, sdpa_mask)
+        model.set_attn_implementation(ATTENTION)
+    except (ImportError, AttributeError, ValueError, KeyError):
+        return False
+    return config._attn_implementation == ATTENTION
