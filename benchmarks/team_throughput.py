@@ -121,6 +121,7 @@ def measure(
     from joy_agents.config import SamplingConfig
     from joy_agents.sampling.base import start_engine
     from joy_agents.sampling.settings import GenerationSettings
+    from joy_trainers.base import close_vllm_engine
 
     start = time.perf_counter()
     team = build_team(model, dtype, lora, args.lora_r, args.seed)
@@ -134,7 +135,16 @@ def measure(
     requests = [(roles[i % len(roles)], ids) for i, ids in enumerate(prompts)]
     start_engine(team, settings)
     build_s = time.perf_counter() - start
-    runs = [sample_all(team, requests, settings, sampling, group) for _ in range(args.repeats)]
+    try:
+        runs = [sample_all(team, requests, settings, sampling, group) for _ in range(args.repeats)]
+        if profile:
+            import torch.profiler
+
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                sample_all(team, requests, settings, sampling, group)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+    finally:
+        close_vllm_engine(team)  # a vllm engine's processes go with its setting
     best = min(runs, key=lambda r: r["seconds"])
     best.update(
         engine=engine,
@@ -153,12 +163,6 @@ def measure(
         f"({best['tokens']} tokens in {best['seconds']:.1f} s; build {best['build_s']:.0f} s)",
         flush=True,
     )
-    if profile:
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            sample_all(team, requests, settings, sampling, group)
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     return best
 
 
