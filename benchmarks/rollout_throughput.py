@@ -167,14 +167,9 @@ def main(argv: list[str] | None = None) -> dict:
         engine.run(starts[:2])  # warm-up
         return engine
 
-    if args.vllm_only:
-        continuous = engine_of("continuous", args.draft_tokens)
-        torch.manual_seed(args.seed)
-        t0 = time.perf_counter()
-        fast = continuous.run(starts)
-        continuous_s = time.perf_counter() - t0
-        fast_tokens = sum(t.generated_tokens for t in fast)
-        result = {
+    def run_header() -> dict:
+        """What every result file of the episodes records first: the machine, the model and the settings."""
+        return {
             "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
             "date": time.strftime("%Y-%m-%d"),
             "model": args.model if not args.team else f"team {args.team} (base {team.config.model})",
@@ -183,6 +178,17 @@ def main(argv: list[str] | None = None) -> dict:
             "episodes": args.episodes,
             "temperature": args.temperature,
             "max_new_tokens": args.max_new_tokens,
+        }
+
+    if args.vllm_only:
+        continuous = engine_of("continuous", args.draft_tokens)
+        torch.manual_seed(args.seed)
+        t0 = time.perf_counter()
+        fast = continuous.run(starts)
+        continuous_s = time.perf_counter() - t0
+        fast_tokens = sum(t.generated_tokens for t in fast)
+        result = {
+            **run_header(),
             "lora_r": args.lora_r,
             "continuous_s": continuous_s,
             "continuous_tokens_per_s": fast_tokens / continuous_s,
@@ -255,15 +261,8 @@ def main(argv: list[str] | None = None) -> dict:
     continuous_tps, per_role_tps = fast_tokens / continuous_s, slow_tokens / per_role_s
     per_role_rows = sum(len(p) for _, p, _, _ in calls) / max(len(calls), 1)
     result = {
-        "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
-        "date": time.strftime("%Y-%m-%d"),
-        "model": args.model if not args.team else f"team {args.team} (base {base})",
-        "device": device,
-        "dtype": dtype,
+        **run_header(),
         "env_id": args.env,
-        "episodes": args.episodes,
-        "temperature": args.temperature,
-        "max_new_tokens": args.max_new_tokens,
         "continuous_s": continuous_s,
         "longest_episode_tokens": max(t.generated_tokens for t in fast),
         "continuous_tokens": fast_tokens,
