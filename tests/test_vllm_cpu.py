@@ -118,15 +118,15 @@ def test_an_optimiser_step_reaches_vllm_and_only_the_changed_adapter_is_sent(ser
     assert before[0][0].completion_ids != target
     requests, sent = dict(engine._requests), engine.adapters_sent
     params = list(served.trainable_parameters("math"))
-    optimizer = torch.optim.Adam(params, lr=3e-2)
-    for _ in range(300):  # teach the math adapter one fixed answer (stops as soon as it answers so)
+    # Teach the math adapter one fixed answer. The tiny model's small tied embeddings cap its logits, so the
+    # answer's tokens top out near p = 0.004: a small step size reaches that optimum smoothly from any start,
+    # each token then ahead of the next by over a logit; a large one wanders and can end where greedy differs.
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+    for _ in range(300):
         optimizer.zero_grad()
         loss = -served.logprobs("math", [ids], [target], 1.0)[0].sum()
         loss.backward()
         optimizer.step()
-        with torch.no_grad():
-            if served.generate("math", [ids], greedy)[0][0].completion_ids == target:
-                break
     assert served.generate("math", [ids], greedy)[0][0].completion_ids == target
     after = engine.generate([("math", ids, 1), ("qa", ids, 1)], greedy)
     assert after[0][0].completion_ids == target  # vLLM follows the new math adapter
