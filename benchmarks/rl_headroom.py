@@ -11,9 +11,9 @@ times with every turn sampled at ``--temperature`` / ``--top-p`` (seeded by ``--
 
 * ``greedy_success``: the share of tasks the greedy team solves (what evaluation measures);
 * ``sample_success``: the mean success of the samples (what the sampling policy earns now);
-* ``pass_at_k`` for k = 1, 5 and ``--samples``: the unbiased estimate (Chen et al., 2021) of the share of
-  tasks solved by at least one of k samples. ``pass_at_k - greedy_success`` indicates what sharpening the
-  policy onto its own good samples of a group of k could add on these tasks;
+* ``pass_at_k`` for k = 1, 5 and ``--samples`` (or the ``--ks`` given): the unbiased estimate (Chen et al.,
+  2021) of the share of tasks solved by at least one of k samples. ``pass_at_k - greedy_success`` indicates
+  what sharpening the policy onto its own good samples of a group of k could add on these tasks;
 * ``mixed_tasks``: the share of tasks whose samples both succeed and fail (groups with a success signal);
 * ``format_valid_rate``: the share of well-formed agent turns of the samples (``greedy_format_valid_rate``:
   of the greedy episodes), as in ``results.json``;
@@ -132,8 +132,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-cycles", type=int, default=10)
     parser.add_argument("--max-prompt-tokens", type=int, default=416)
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampling")
+    parser.add_argument("--ks", nargs="+", type=int, help="the k of pass@k (default: 1, 5 and --samples)")
     parser.add_argument("--out", help="write the JSON here")
     args = parser.parse_args(argv)
+    if args.ks is not None and not all(1 <= k <= args.samples for k in args.ks):
+        parser.error(f"every --ks value must be in [1, --samples={args.samples}], got {args.ks}")
     if args.tasks < 1 or args.samples < 1 or args.temperature <= 0:
         parser.error(
             f"need --tasks >= 1, --samples >= 1, --temperature > 0; got {args.tasks}, {args.samples}, "
@@ -153,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     greedy, runs, outcomes = play(
         Path(args.run) / "team", env_id, env_kwargs, data_seed, args.split, tasks, args.samples, args
     )
-    ks = (1, 5, args.samples)
+    ks = tuple(sorted(set(args.ks))) if args.ks else (1, 5, args.samples)
     greedy_ok = [r.success for r in greedy]
     figures = headroom(outcomes, greedy_ok, ks)
     figures["format_valid_rate"] = summarize(runs)["format_valid_rate"]

@@ -37,16 +37,17 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
+from joy_trainers.intervals import (  # noqa: F401 (re-exported for the tests)
+    BOOTSTRAP_SEED,
+    LEVEL,
+    RESAMPLES,
+    Interval,
+    bootstrap_interval,
+    paired_difference,
+)
 
-RESAMPLES = 2000
-"""Bootstrap resamples of every interval."""
-LEVEL = 0.95
-"""Coverage of every interval."""
-BOOTSTRAP_SEED = 0
-"""Seed of the bootstrap resampling (the same seed for every interval)."""
 STEP_COST_FACTOR = 1.25
 """Safety factor on the measured cost of an RL step when the budget decides how many steps fit."""
 
@@ -74,65 +75,6 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 """What differs between the GPU check and the dry run (model, budget, evaluation tasks, SFT and RL options on top
 of the ``smol`` presets)."""
-
-
-class Interval(NamedTuple):
-    """An estimate and its bootstrap interval."""
-
-    estimate: float
-    low: float
-    high: float
-
-
-def _resampled_means(values: np.ndarray, resamples: int, level: float, seed: int) -> tuple[float, float]:
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
-    rng = np.random.default_rng(seed)
-    rows = rng.integers(0, len(values), size=(resamples, len(values)))
-    means = values[rows].mean(axis=1)
-    low, high = np.quantile(means, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    return float(low), float(high)
-
-
-def _as_array(values: Sequence[float], name: str) -> np.ndarray:
-    array = np.asarray([float(v) for v in values], dtype=np.float64)
-    if array.size == 0:
-        raise ValueError(f"{name} is empty; the bootstrap needs at least one value")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} holds a value that is not finite; pass numbers (successes as 0/1)")
-    return array
-
-
-def bootstrap_interval(
-    values: Sequence[float], resamples: int = RESAMPLES, level: float = LEVEL, seed: int = BOOTSTRAP_SEED
-) -> Interval:
-    """The mean of ``values`` (e.g. one success per task, as 0/1) and its percentile bootstrap interval at
-    ``level``: the tasks resampled with replacement ``resamples`` times with a generator seeded by ``seed``."""
-    array = _as_array(values, "values")
-    low, high = _resampled_means(array, resamples, level, seed)
-    return Interval(float(array.mean()), low, high)
-
-
-def paired_difference(
-    a: Sequence[float],
-    b: Sequence[float],
-    resamples: int = RESAMPLES,
-    level: float = LEVEL,
-    seed: int = BOOTSTRAP_SEED,
-) -> Interval:
-    """The mean of ``a - b`` over paired tasks (``a[i]`` and ``b[i]`` are the same task for two teams) and its
-    paired bootstrap interval: task indices resampled with replacement, the same indices for both teams."""
-    left, right = _as_array(a, "a"), _as_array(b, "b")
-    if left.shape != right.shape:
-        raise ValueError(
-            f"a paired difference needs one value per task for both teams, got {left.size} and {right.size} "
-            "values; evaluate both teams on the same tasks"
-        )
-    differences = left - right
-    low, high = _resampled_means(differences, resamples, level, seed)
-    return Interval(float(differences.mean()), low, high)
 
 
 def choose_rl_steps(

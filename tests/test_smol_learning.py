@@ -1,0 +1,139 @@
+"""``benchmarks/smol_learning.py``: its report (teams, paired differences over seeds), its phases on disk (a
+finished phase is read back, a study of other settings refused), and ``--quick`` end to end (slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "smol_learning.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("smol_learning", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sl = _load()
+
+
+def _evaluation(success, format_valid=None):
+    return {"success": [float(x) for x in success], "format_valid": format_valid or [1.0] * len(success)}
+
+
+def test_one_seed_reports_each_method_once_with_the_four_paired_differences():
+    evaluations = {
+        "untrained": _evaluation([0, 0, 0, 0], [0.0] * 4),
+        "sft": _evaluation([1, 0, 0, 0]),
+        "joyagents_grpo-s0": _evaluation([1, 1, 1, 0]),
+        "grpo-s0": _evaluation([1, 1, 0, 0]),
+    }
+    summary = sl.report(evaluations, [0])
+    assert list(summary["teams"]) == ["untrained", "sft", "joyagents_grpo", "grpo"]
+    assert summary["teams"]["joyagents_grpo"]["success"]["estimate"] == pytest.approx(0.75)
+    diffs = {k: v["success"]["estimate"] for k, v in summary["differences"].items()}
+    assert diffs == pytest.approx(
+        {"sft - untrained": 0.25, "joyagents_grpo - sft": 0.5, "grpo - sft": 0.25, "joyagents_grpo - grpo": 0.25}
+    )
+    assert summary["differences"]["sft - untrained"]["format_valid"]["estimate"] == pytest.approx(1.0)
+    for d in summary["differences"].values():
+        assert d["success"]["low"] <= d["success"]["estimate"] <= d["success"]["high"]
+    text = sl.table(summary)
+    assert "joyagents_grpo - grpo" in text and "+0.250" in text
+
+
+def test_several_seeds_pair_the_mean_over_seeds_task_by_task_and_show_each_seed():
+    evaluations = {
+        "untrained": _evaluation([0, 0]),
+        "sft": _evaluation([0, 0]),
+        "joyagents_grpo-s0": _evaluation([1, 0]),
+        "grpo-s0": _evaluation([0, 0]),
+        "joyagents_grpo-s1": _evaluation([1, 1]),
+        "grpo-s1": _evaluation([1, 0]),
+    }
+    summary = sl.report(evaluations, [0, 1])
+    assert {"joyagents_grpo-s0", "joyagents_grpo-s1", "joyagents_grpo", "grpo"} <= set(summary["teams"])
+    assert summary["teams"]["joyagents_grpo"]["success"]["estimate"] == pytest.approx(0.75)  # (1+1)/2, (0+1)/2
+    assert summary["differences"]["joyagents_grpo - grpo"]["success"]["estimate"] == pytest.approx(0.5)
+    assert summary["differences"]["joyagents_grpo-s1 - sft"]["success"]["estimate"] == pytest.approx(1.0)
+
+
+def test_an_episode_counts_its_well_formed_turns_and_an_empty_one_none():
+    nodes = [{"format_ok": True}, {"format_ok": False}, {"format_ok": True}, {"format_ok": True}]
+    trajectories = [
+        SimpleNamespace(
+            task_id="a", domain="qa", success=True, result={"nodes": nodes}, reward=1.0, generated_tokens=7
+        ),
+        SimpleNamespace(task_id="b", domain="math", success=False, result={"nodes": []}, reward=-1, generated_tokens=0),
+    ]
+    values = sl.episode_values(trajectories)
+    assert values["success"] == [1.0, 0.0] and values["format_valid"] == [0.75, 0.0]
+    assert values["generated_tokens"] == 7 and values["task_ids"] == ["a", "b"]
+
+
+def test_a_finished_phase_is_read_back_not_redone(tmp_path):
+    phases = sl.Phases(tmp_path)
+    calls = []
+
+    def work():
+        calls.append(1)
+        return {"value": 3}
+
+    first = phases.run("eval-sft", work)
+    second = sl.Phases(tmp_path).run("eval-sft", work)
+    assert calls == [1] and first == second and second["value"] == 3 and second["wall_s"] >= 0
+
+
+def test_a_study_of_other_settings_is_refused_in_one_line(tmp_path):
+    sl.claim(tmp_path, {"budget": 100, "seeds": [0]})
+    sl.claim(tmp_path, {"budget": 100, "seeds": [0]})  # the same study continues
+    with pytest.raises(SystemExit, match=r"other settings \(budget\).*same options"):
+        sl.claim(tmp_path, {"budget": 200, "seeds": [0]})
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--budget", "0"], "--budget must be >= 1"),
+        (["--eval-tasks", "0"], "--eval-tasks must be >= 1"),
+        (["--seeds", "1", "1"], "--seeds must be distinct"),
+    ],
+)
+def test_bad_options_are_one_line(tmp_path, argv, message, capsys):
+    with pytest.raises(SystemExit):
+        sl.parse_args(["--out", str(tmp_path), *argv])
+    assert message in capsys.readouterr().err
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.mark.slow
+def test_quick_runs_every_phase_then_a_second_call_redoes_none(tmp_path):
+    out = tmp_path / "study"
+    command = [sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--eval-tasks", "3", "--budget", "200"]
+    first = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=1500)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    record = json.loads((out / "smol_learning.json").read_text())
+    assert set(record["summary"]["teams"]) == {"untrained", "sft", "joyagents_grpo", "grpo"}
+    assert set(record["summary"]["differences"]) == {f"{a} - {b}" for a, b in sl.PAIRS}
+    assert all(r["generated_tokens"] >= 200 and r["curves"]["reward"] for r in record["rl"].values())
+    assert (out / "smol_learning.png").stat().st_size > 0
+    second = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout.count("finished earlier") == 7  # sft, 2 evaluations per method + 2 runs, untrained
+    other = subprocess.run([*command[:-1], "300"], env=_environment(), capture_output=True, text=True, timeout=600)
+    assert other.returncode != 0 and "other settings (budget)" in other.stderr
