@@ -5,7 +5,7 @@
 RL with group-relative advantages can only raise the probability of actions the team already samples: a task
 whose G samples all fail (or all succeed) gives no signal. For the team in ``RUN_DIR/team`` (a
 ``joy-train`` run directory), this plays the first ``--tasks`` tasks of the RL part of the train split (the
-tasks RL trains on; ``--split test`` for test tasks) of the run's env and data seed (from
+tasks RL trains on; ``--split test`` for test tasks) of the run's env (or ``--env``) and data seed (from
 ``RUN_DIR/results.json``; ``joy/mixed-v0`` and data seed 0 without one) once greedily and ``--samples``
 times with every turn sampled at ``--temperature`` / ``--top-p`` (seeded by ``--seed``), and reports:
 
@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-prompt-tokens", type=int, default=416)
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampling")
     parser.add_argument("--ks", nargs="+", type=int, help="the k of pass@k (default: 1, 5 and --samples)")
+    parser.add_argument("--env", help="env id of the tasks (default: the run's; its env options only with its env)")
     parser.add_argument("--out", help="write the JSON here")
     args = parser.parse_args(argv)
     if args.ks is not None and not all(1 <= k <= args.samples for k in args.ks):
@@ -151,6 +152,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     start = time.perf_counter()
     env_id, env_kwargs, data_seed = run_settings(args.run)
+    if args.env and args.env != env_id:
+        env_id, env_kwargs = args.env, {}
     torch.manual_seed(args.seed)
     tasks = task_list(env_id, env_kwargs, data_seed, args.split)[: args.tasks]
     greedy, runs, outcomes = play(
