@@ -23,7 +23,8 @@ checkpoint (the options must be the same; a different setting is refused):
    intervals of SFT - untrained, joyagents_grpo - SFT, grpo - SFT and joyagents_grpo - grpo (a method's
    per-task success averaged over its seeds; each seed on its own too), wall seconds and generated tokens per
    phase, and each RL run's curves (train reward, share of groups with reward variance, KL, clip fraction) from
-   its ``metrics.jsonl``: ``OUT/smol_learning.json`` and ``OUT/smol_learning.png``.
+   its ``metrics.jsonl``: ``OUT/smol_learning.json`` and ``OUT/smol_learning.png``. Both are also written after
+   every evaluation, with the teams evaluated so far and ``"complete": false``.
 
 The device is CUDA when torch sees one (bfloat16), else the CPU (float32: this project's CPUs run bfloat16
 matmuls slower). ``--quick`` runs the same phases on the embedded tiny model with small numbers (minutes).
@@ -394,11 +395,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def load_and_evaluate(team_dir: Path, memory: dict[str, Any] | None = None) -> Callable[[], dict[str, Any]]:
         return lambda: evaluate(TeamPolicy.load(str(team_dir), device=device, dtype=dtype), study, memory)
 
+    rl_runs: dict[str, dict[str, Any]] = {}
+    order = ["untrained", "sft", *[f"{m}-s{s}" for s in seeds for m in METHODS]]
+
+    def write_report() -> dict[str, Any]:
+        """``smol_learning.json`` and ``.png`` from the evaluations so far (``complete`` once all are in)."""
+        done = [k for k in order if k in evaluations]
+        ids = {key: tuple(evaluations[key]["task_ids"]) for key in done}
+        if len(set(ids.values())) != 1:
+            fail("the evaluations ran on different tasks; the paired differences would be meaningless")
+        summary = report({k: evaluations[k] for k in done}, seeds)
+        record = {
+            "benchmark": "smol_learning",
+            "complete": done == order,
+            "date": time.strftime("%Y-%m-%d"),
+            "hardware": hardware,
+            "torch": torch.__version__,
+            "settings": study_settings,
+            "study": study,
+            "sft": {k: v for k, v in sft_record.items() if k != "config"},
+            "phases_s": {p.stem: json.loads(p.read_text())["wall_s"] for p in sorted(phases.dir.glob("*.json"))},
+            "generated_tokens": {k: evaluations[k]["generated_tokens"] for k in done}
+            | {f"rl-{k}": r["generated_tokens"] for k, r in rl_runs.items()},
+            "rl": {k: {n: r[n] for n in ("steps", "generated_tokens", "curves")} for k, r in rl_runs.items()},
+            "summary": summary,
+            "per_task": {k: {n: evaluations[k][n] for n in ("success", "format_valid")} for k in done},
+            "task_ids": list(ids[done[0]]),
+            "wall_s_this_call": time.perf_counter() - started,
+        }
+        (out / "smol_learning.json").write_text(json.dumps(record, indent=2))
+        plot(summary, {k: r["curves"] for k, r in rl_runs.items()}, out / "smol_learning.png")
+        return record
+
     # 2. the SFT team
     evaluations["sft"] = phases.run("eval-sft", load_and_evaluate(sft_dir / "team"))
+    write_report()
 
     # 3. RL, per seed and method, each evaluated
-    rl_runs: dict[str, dict[str, Any]] = {}
     for seed in seeds:
         for method in METHODS:
             name = f"{method}-s{seed}"
@@ -440,6 +473,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
             rl_runs[name] = phases.run(f"rl-{name}", train)
             evaluations[name] = phases.run(f"eval-{name}", load_and_evaluate(run / "team", run_memory(run)))
+            write_report()
 
     # 4. the untrained team: the base model with fresh adapters, seeded as the SFT run's were
     def untrained() -> dict[str, Any]:
@@ -460,38 +494,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     evaluations["untrained"] = phases.run("eval-untrained", untrained)
 
-    # 5. the report
-    ids = {key: tuple(ev["task_ids"]) for key, ev in evaluations.items()}
-    if len(set(ids.values())) != 1:
-        fail("the evaluations ran on different tasks; the paired differences would be meaningless")
-    order = ["untrained", "sft", *[f"{m}-s{s}" for s in seeds for m in METHODS]]
-    summary = report({k: evaluations[k] for k in order}, seeds)
-    record = {
-        "benchmark": "smol_learning",
-        "date": time.strftime("%Y-%m-%d"),
-        "hardware": hardware,
-        "torch": torch.__version__,
-        "settings": study_settings,
-        "study": study,
-        "sft": {k: v for k, v in sft_record.items() if k != "config"},
-        "phases_s": {p.stem: json.loads(p.read_text())["wall_s"] for p in sorted(phases.dir.glob("*.json"))},
-        "generated_tokens": {k: evaluations[k]["generated_tokens"] for k in order}
-        | {f"rl-{k}": r["generated_tokens"] for k, r in rl_runs.items()},
-        "rl": {
-            k: {"steps": r["steps"], "generated_tokens": r["generated_tokens"], "curves": r["curves"]}
-            for k, r in rl_runs.items()
-        },
-        "summary": summary,
-        "per_task": {
-            k: {"success": evaluations[k]["success"], "format_valid": evaluations[k]["format_valid"]} for k in order
-        },
-        "task_ids": list(ids["sft"]),
-        "wall_s_this_call": time.perf_counter() - started,
-    }
-    (out / "smol_learning.json").write_text(json.dumps(record, indent=2))
-    plot(summary, {k: r["curves"] for k, r in rl_runs.items()}, out / "smol_learning.png")
+    # 5. the report (also written after every evaluation above, with the teams evaluated so far)
+    record = write_report()
     print()
-    print(table(summary))
+    print(table(record["summary"]))
     print(f"\nphases (s): {', '.join(f'{k} {v:.0f}' for k, v in record['phases_s'].items())}")
     print(f"wrote {out / 'smol_learning.json'} and {out / 'smol_learning.png'}")
     return record
