@@ -1,10 +1,12 @@
 """What the run-directory tests share: an RL trainer without rollouts (the loop, checkpoints and metrics of a
-real run in seconds), its options, and the steps a run logged."""
+real run in seconds), its options, and the steps a run logged; and the loader of a script by its path."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from joy_trainers import rl
@@ -87,3 +89,11 @@ def logged_steps(out: Path) -> list[int]:
     """The steps of ``out/metrics.jsonl``, in order."""
     lines = (out / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["step"] for line in lines if line.strip()]
+
+
+def load_script(path: Path) -> ModuleType:
+    """The Python script at ``path`` (a benchmark or an example, not a package module) as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,20 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from quick_runs import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "gpu" / "smol_check.sh"
 DRIVER = ROOT / "examples" / "gpu" / "smol_check.py"
 
 
-def _load_driver():
-    spec = importlib.util.spec_from_file_location("smol_check", DRIVER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-check = _load_driver()
+check = load_script(DRIVER)
 
 
 # ------------------------------------------------------------------------------------------------ bootstrap

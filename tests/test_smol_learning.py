@@ -3,7 +3,6 @@ finished phase is read back, a study of other settings refused), and ``--quick``
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,19 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from quick_runs import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "smol_learning.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("smol_learning", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sl = _load()
+sl = load_script(SCRIPT)
 
 
 def _evaluation(success, format_valid=None):
