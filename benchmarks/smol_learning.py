@@ -1,10 +1,11 @@
 """Does RL lift a pretrained team? SmolLM2-135M-Instruct: SFT, then ``joyagents_grpo`` against ``grpo`` from the
 SFT team at the same budget of generated tokens, every team evaluated greedily on the same test tasks.
 
-    python benchmarks/smol_learning.py --out runs/smol-learning                    # the answer (docs/results.md)
-    python benchmarks/smol_learning.py --out DIR --sft-run runs/sft-smol            # from an SFT run of the smol preset
-    python benchmarks/smol_learning.py --out DIR --seeds 0 1 --budget 40000 --set temperature=1.0
-    python benchmarks/smol_learning.py --quick --out /tmp/smol-learning-quick       # the pipeline on the tiny model
+    python benchmarks/smol_learning.py --out runs/smol-learning                  # every phase, SFT included
+    python benchmarks/smol_learning.py --out DIR --sft-run runs/sft-smol --env joy/qa-v0 --max-new-tokens 64 \
+        --max-cycles 8 --budget 20000 --set lr=1e-4                              # the run in docs/results.md
+    python benchmarks/smol_learning.py --out DIR --seeds 0 1 --budget 40000 --set temperature=1.2
+    python benchmarks/smol_learning.py --quick --out /tmp/smol-learning-quick     # the pipeline on the tiny model
 
 Phases, in this order; each one's result is a file ``OUT/phases/<phase>.json`` written when the phase ends, so a
 second call with the same ``--out`` skips the finished phases and continues an unfinished RL run from its newest
@@ -59,7 +60,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "model": "tiny",
         "preset": "tiny",
         "sft": {"sft_tasks": 60, "base_epochs": 1.0, "adapter_epochs": 0.25, "eval_tasks": 0, "baseline_tasks": None},
-        "rl": {"tasks_per_step": 2, "group_size": 3, "max_nodes": 2, "max_new_tokens": 32, "checkpoint_every": 1},
+        "rl": {"tasks_per_step": 2, "group_size": 3, "max_nodes": 2, "checkpoint_every": 1},
         "budget": 1_500,
         "eval_tasks": 8,
         "seeds": [0],
