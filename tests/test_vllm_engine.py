@@ -159,3 +159,55 @@ def test_an_engine_built_while_a_spawned_process_imports_the_main_script_says_to
     finally:
         del process._inheriting
     assert stand_in_vllm.LLM.instances == []
+
+
+def test_a_generate_whose_engine_dies_in_flight_is_one_line_not_a_wait_without_end(stand_in_vllm, team, monkeypatch):
+    """vLLM's synchronous client waits for ever on an engine core that dies while a request is in flight: the engine
+    watches its processes meanwhile and raises, in one line, once one has ended and vLLM said nothing."""
+    import subprocess
+    import threading
+    import time
+
+    import psutil
+
+    from joy_agents.sampling import vllm as served
+    from joy_agents.sampling.settings import VLLMEngineError
+
+    monkeypatch.setattr(served, "GRACE_SECONDS", 0.2)
+    engine = VLLMEngine(team)
+    core = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    released = threading.Event()
+    try:
+        engine.processes = [psutil.Process(core.pid)]
+        monkeypatch.setattr(engine.llm, "generate", lambda *a, **k: released.wait(60))  # the answer never comes
+        threading.Timer(0.3, core.kill).start()
+        start = time.monotonic()
+        with pytest.raises(VLLMEngineError) as info:
+            engine.generate([("math", [1, 2, 3], 1)], GREEDY)
+        assert time.monotonic() - start < 10
+        message = str(info.value)
+        assert "\n" not in message and f"process(es) {core.pid} ended" in message and "--resume" in message
+        with pytest.raises(VLLMEngineError, match="stopped mid-run"):  # and every later call, at once
+            engine.generate([("math", [1, 2, 3], 1)], GREEDY)
+    finally:
+        released.set()
+        core.kill()
+        core.wait()
+        engine.close()
+
+
+def test_a_generate_passes_on_vllms_own_errors_and_answers(stand_in_vllm, team, monkeypatch):
+    """The watched call hands back what ``LLM.generate`` returns or raises, in the caller's thread."""
+    engine = VLLMEngine(team)
+    try:
+        ((sample,),) = engine.generate([("math", [1, 2, 3], 1)], GREEDY)
+        assert sample.completion_ids and sample.prompt_ids == [1, 2, 3]
+
+        def refuse(*a, **k):
+            raise ValueError("a prompt longer than max_model_len")
+
+        monkeypatch.setattr(engine.llm, "generate", refuse)
+        with pytest.raises(ValueError, match="max_model_len"):
+            engine.generate([("math", [1, 2, 3], 1)], GREEDY)
+    finally:
+        engine.close()

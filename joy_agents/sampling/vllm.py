@@ -44,7 +44,8 @@ On a CPU (vLLM's CPU build, tested in ``tests/test_vllm_cpu.py``):
   base model, a rank vLLM allocates for (:data:`LORA_RANKS`), an architecture vLLM implements and, on a CPU, a head
   size its attention kernels take. The embedded tiny models are served (Qwen2, head size 32) as is SmolLM2.
 * An engine that does not start, or whose processes die mid-run, raises :class:`VLLMEngineError` (one line: the
-  cause, then the fix); a run that stopped so continues from its last checkpoint with ``--resume``.
+  cause, then the fix); a run that stopped so continues from its last checkpoint with ``--resume``. A death during a
+  call is caught too: vLLM's synchronous client would wait for ever, so the engine watches its processes meanwhile.
 
 Only teams of LoRA adapters on one base model are served (``TeamConfig.use_lora`` and no ``separate_models``);
 other teams use the ``continuous`` engine. Sampling is one call per step: an episode whose turn ends waits for the
@@ -58,6 +59,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from typing import Any
 
@@ -72,6 +74,11 @@ from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import StopRules, team_stop_rules
 
 __all__ = ["VLLMEngine", "VLLMEngineError", "VLLMSampler", "serving_problem", "vllm_engine"]
+
+WATCH_SECONDS = 0.5
+"""How often :meth:`VLLMEngine.generate` looks whether the engine's processes still run while vLLM works."""
+GRACE_SECONDS = 5.0
+"""How long, once a process is seen gone, vLLM may still answer or raise its own error before the engine does."""
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The LoRA ranks vLLM allocates for (``max_lora_rank`` must be one of them)."""
@@ -288,8 +295,10 @@ class VLLMEngine:
         if not self.alive():
             raise self._stopped(None)
         try:
-            outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=loras)
+            outputs = self._watched(lambda: self.llm.generate(prompts, params, use_tqdm=False, lora_request=loras))
         except Exception as exc:  # noqa: BLE001 - a dead engine, a killed worker: one line naming it
+            if isinstance(exc, VLLMEngineError):
+                raise
             if type(exc).__name__ in ("EngineDeadError", "EngineGenerateError") or not self.alive():
                 raise self._stopped(exc) from exc
             raise
@@ -314,6 +323,33 @@ class VLLMEngine:
         if not greedy:
             self._training_logprobs(requests, result, sampling.temperature)
         return result
+
+    def _watched(self, call: Any) -> Any:
+        """``call()`` (an ``LLM.generate``) run in a thread of its own while this one watches the engine's processes.
+
+        vLLM's synchronous client waits without end for the outputs of an engine core that dies while a request is
+        in flight (its monitor shuts the output thread down, so nothing ever reaches the queue the call waits on).
+        Once a process is seen gone, vLLM has :data:`GRACE_SECONDS` to answer or raise; then the engine raises
+        :class:`VLLMEngineError` and leaves the stuck call (a daemon thread) behind."""
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["out"] = call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as is
+                box["exc"] = exc
+
+        worker = threading.Thread(target=target, name="joy-vllm-generate", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(WATCH_SECONDS)
+            if worker.is_alive() and not self.alive():
+                worker.join(GRACE_SECONDS)
+                if worker.is_alive():
+                    raise self._stopped(None)
+        if "exc" in box:
+            raise box["exc"]
+        return box["out"]
 
     def _training_logprobs(
         self, requests: list[tuple[str, list[int], int]], result: list[list[Sample]], temperature: float
