@@ -25,7 +25,7 @@ from typing import Any
 import joy_env
 from joy_agents.config import Sample, SamplingConfig
 from joy_agents.memory import render_memories
-from joy_agents.sampling.base import make_sampler
+from joy_agents.sampling.base import Sampler, make_sampler
 from joy_agents.sampling.settings import GenerationSettings
 from joy_agents.sampling.stats import EngineStats
 from joy_env.env import EnvSnapshot
@@ -182,12 +182,19 @@ class RolloutEngine:
         return fitted.ids, memory_ids, reuse
 
     def run(
-        self, starts: Sequence[int | EnvSnapshot | Branch], sampling: SamplingConfig | None = None
+        self,
+        starts: Sequence[int | EnvSnapshot | Branch],
+        sampling: SamplingConfig | None = None,
+        sampler: Sampler | None = None,
     ) -> list[Trajectory]:
         """Play one episode per start (a task index, a snapshot, or a :class:`Branch`) with ``sampling`` (default:
         the settings' own, :meth:`GenerationSettings.sampling`); returns the trajectories in the order of
-        ``starts``. A branch's trajectory starts with its forced node."""
+        ``starts``. A branch's trajectory starts with its forced node. The turns are sampled by ``sampler`` (an idle
+        one, left open for the caller's next requests: an RL step's phases share one) or by a sampler of the
+        settings' engine made for the call."""
         sampling = sampling or self.config.generation.sampling()
+        if sampler is not None and sampler.busy:
+            raise ValueError("RolloutEngine.run needs an idle sampler: drain the requests it runs first")
         envs = []
         nodes: list[list[Node]] = []
         for i, start in enumerate(starts):
@@ -206,7 +213,7 @@ class RolloutEngine:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(envs), desc=f"rollout {self.split}", unit="ep")
-        self._play(envs, nodes, sampling, bar)
+        self._play(envs, nodes, sampling, bar, sampler)
         if bar is not None:
             bar.close()
         return [self._trajectory(env, ns) for env, ns in zip(envs, nodes, strict=True)]
@@ -220,11 +227,13 @@ class RolloutEngine:
             env.step(None)
         return None
 
-    def _play(self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any) -> None:
+    def _play(
+        self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any, given: Sampler | None
+    ) -> None:
         """Every episode's pending turn submitted to the sampler; a finished turn is applied at once and the
         episode's next turn submitted (it joins the running batch of the ``continuous`` engine, the next step's
         calls of the others)."""
-        sampler = make_sampler(self.policy, self.config.generation, sampling)
+        sampler = given if given is not None else make_sampler(self.policy, self.config.generation, sampling)
         self.stats = sampler.stats
 
         def advance(i: int) -> None:
@@ -232,19 +241,22 @@ class RolloutEngine:
             while (role := self._next_turn(env)) is not None:
                 ids, memory_ids, reuse = self.prompt(env, role)
                 if reuse is None:
-                    sampler.submit(role, ids, (i, memory_ids, self.last_truncated))
+                    sampler.submit(role, ids, (i, memory_ids, self.last_truncated), sampling=sampling)
                     return
                 self._apply(env, role, _reused(ids, reuse), nodes[i], memory_ids, self.last_truncated)
             if bar is not None:
                 bar.update(1)
 
-        with sampler:
+        try:
             for i in range(len(envs)):
                 advance(i)
             while sampler.busy:
                 for (i, memory_ids, cut), sample in sampler.step():
                     self._apply(envs[i], envs[i].agent_selection, sample, nodes[i], memory_ids, cut)
                     advance(i)
+        finally:
+            if given is None:
+                sampler.close()
 
     def _apply(
         self,

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from joy_agents.memory import MemoryConfig
 from joy_agents.rollout import Branch
-from joy_agents.sampling.base import sample_many
+from joy_agents.sampling.base import make_sampler, sample_many
 from joy_trainers import rl
 from joy_trainers.presets import SMOL_RL, TINY_MAX_PROMPT_TOKENS
 from joy_trainers.ranges import COUNT_MAX, Range, positive, positive_int, share
@@ -170,20 +170,23 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
         ``group_size * (branched nodes)``: linear in the number of nodes."""
         cfg = self.config
         engine = state.engine
-        initial = engine.run(tasks, state.sampling(cfg.initial_temperature)) if tasks else []
-        # the first max_nodes turns of the trained roles: a frozen role's turns (a frozen customer) are never branched
-        nodes = [n for t in initial for n in [n for n in t.nodes if n.role not in state.frozen][: cfg.max_nodes]]
-        explore = engine.config.generation.sampling(cfg.temperature, cfg.top_p)
-        # the G samples of every node, all roles in the same decode batches (each node's prompt prefilled once)
-        samples = sample_many(
-            state.team,
-            [(n.role, n.prompt_ids) for n in nodes],
-            explore,
-            cfg.group_size,
-            settings=engine.config.generation,
-        )
-        branches = [Branch(n.snapshot, s, n.memory_ids) for n, group in zip(nodes, samples, strict=True) for s in group]
-        finished = engine.run(branches, state.sampling(cfg.continuation_temperature)) if branches else []
+        generation = engine.config.generation
+        explore = generation.sampling(cfg.temperature, cfg.top_p)
+        # one sampler for the step's three phases, each request with its phase's settings: the prefixes the
+        # initial episodes leave in its cache (every node's prompt) serve the node samples and the continuations
+        with make_sampler(state.team, generation, explore) as sampler:
+            initial = engine.run(tasks, state.sampling(cfg.initial_temperature), sampler) if tasks else []
+            # the first max_nodes turns of the trained roles: a frozen role's turns (a frozen customer) never branch
+            nodes = [n for t in initial for n in [n for n in t.nodes if n.role not in state.frozen][: cfg.max_nodes]]
+            # the G samples of every node, all roles in the same decode batches
+            samples = sample_many(
+                state.team, [(n.role, n.prompt_ids) for n in nodes], explore, cfg.group_size, sampler=sampler
+            )
+            branches = [
+                Branch(n.snapshot, s, n.memory_ids) for n, group in zip(nodes, samples, strict=True) for s in group
+            ]
+            continuation = state.sampling(cfg.continuation_temperature)
+            finished = engine.run(branches, continuation, sampler) if branches else []
         groups = []
         for k, n in enumerate(nodes):
             trajs = finished[k * cfg.group_size : (k + 1) * cfg.group_size]

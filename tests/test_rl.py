@@ -187,11 +187,23 @@ def test_zero_variance_empty_and_failed_batches_give_finite_updates(sft_run):
 
 
 # ----------------------------------------------------------------------------------- sampling cost
-def test_node_wise_sampling_is_linear_in_nodes(sft_run, tmp_path):
+def test_node_wise_sampling_is_linear_in_nodes(sft_run, tmp_path, monkeypatch):
+    import joy_trainers.joyagents_grpo as module
+
     cfg = _cfg(JoyAgentsGRPOConfig, sft_run, tmp_path, group_size=3, max_nodes=3, memory=False)
     trainer = JoyAgentsGRPOTrainer(cfg)
     state = rl.setup(trainer.run, cfg, None)
+    made, make = [], module.make_sampler
+
+    def counted(*args, **kwargs):
+        made.append(make(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(module, "make_sampler", counted)
     groups, initial, finished = trainer.node_groups(state, state.batch_tasks(0, 2))
+    # one sampler served the step's three phases: the episodes, the node samples and the continuations
+    (sampler,) = made
+    assert sampler.stats.samples == sum(len(t.nodes) for t in initial + finished)
     nodes = sum(min(len(t.nodes), cfg.max_nodes) for t in initial)
     assert nodes >= 2
     assert len(groups) == nodes and len(finished) == cfg.group_size * nodes  # sum_i G, not G ** N

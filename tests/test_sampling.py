@@ -275,3 +275,64 @@ def test_drawn_tokens_follow_the_distribution_and_never_take_a_zero_entry():
     one_hot = torch.zeros(3, vocab)
     one_hot[torch.arange(3), torch.tensor([0, DRAW_BLOCK, vocab - 2])] = 1.0
     assert draw_tokens(one_hot).tolist() == [0, DRAW_BLOCK, vocab - 2]
+
+
+# ------------------------------------------------------------------------------------------ settings per request
+SHORT = SamplingConfig(temperature=0.0, max_new_tokens=3)
+HOT = SamplingConfig(temperature=1.5, top_p=0.9, max_new_tokens=12)
+
+
+@pytest.mark.parametrize("engine", ["continuous", "generate"])
+def test_one_sampler_serves_requests_of_different_settings_side_by_side(distinct_team, engine):
+    """Greedy requests sampled beside hot ones (and beside a shorter cap) give what a greedy-only sampler gives; each
+    request keeps its own token cap; the sampler's own setting serves a request that brings none."""
+    requests = _requests(distinct_team)
+    settings = GenerationSettings(engine=engine)
+    with make_sampler(distinct_team, settings, GREEDY) as alone:
+        for i, (role, prompt) in enumerate(requests):
+            alone.submit(role, prompt, i)
+        greedy = {key: s.completion_ids for key, s in drain(alone)}
+    with make_sampler(distinct_team, settings, GREEDY) as mixed:
+        for i, (role, prompt) in enumerate(requests):
+            mixed.submit(role, prompt, ("greedy", i))  # the sampler's own: GREEDY
+            mixed.submit(role, prompt, ("hot", i), num_samples=2, sampling=HOT)
+            mixed.submit(role, prompt, ("short", i), sampling=SHORT)
+        done = drain(mixed)
+    got: dict[str, dict[int, list]] = {"greedy": {}, "hot": {}, "short": {}}
+    for (kind, i), sample in done:
+        got[kind].setdefault(i, []).append(sample)
+    assert {i: s.completion_ids for i, (s,) in got["greedy"].items()} == greedy
+    for i, (s,) in got["short"].items():
+        assert s.completion_ids == greedy[i][:3] and len(s.completion_ids) <= 3
+    assert all(len(group) == 2 and all(len(s.completion_ids) <= 12 for s in group) for group in got["hot"].values())
+    hot_tokens = [t for group in got["hot"].values() for s in group for t in s.completion_ids]
+    assert hot_tokens != [t for i in sorted(greedy) for t in greedy[i]]  # sampled at T = 1.5, not greedy
+
+
+def test_a_request_refuses_sampling_that_is_not_a_sampling_config(distinct_team):
+    role, prompt = _requests(distinct_team)[0]
+    for engine in ("continuous", "generate"):
+        with make_sampler(distinct_team, GenerationSettings(engine=engine), GREEDY) as sampler:
+            with pytest.raises(TypeError, match="a request's sampling must be a SamplingConfig or None, got dict"):
+                sampler.submit(role, prompt, 0, sampling={"temperature": 0.0})
+
+
+def test_sample_many_and_rollouts_share_one_sampler_and_its_kept_prefixes(distinct_team):
+    """An RL step's phases on one sampler: the node samples reuse the prefixes the episodes left in its cache, and
+    a sampler given to a call stays open for the next."""
+    from joy_agents.rollout import RolloutConfig, RolloutEngine
+
+    settings = GenerationSettings(max_new_tokens=16, max_cycles=3)
+    engine = RolloutEngine(distinct_team, "joy/mixed-v0", "train", 0, RolloutConfig(settings), progress=False)
+    with make_sampler(distinct_team, settings, GREEDY) as sampler:
+        episodes = engine.run([0, 1, 2], GREEDY, sampler)
+        assert not sampler.busy and sampler.stats.samples == sum(len(t.nodes) for t in episodes)
+        reused = sampler.stats.reused_tokens
+        nodes = [n for t in episodes for n in t.nodes]
+        again = sample_many(distinct_team, [(n.role, n.prompt_ids) for n in nodes], GREEDY, 2, sampler=sampler)
+        assert sampler.stats.reused_tokens - reused >= sum(len(n.prompt_ids) for n in nodes) // 2
+    assert [[s.completion_ids for s in group] for group in again] == [[n.completion_ids] * 2 for n in nodes]
+    with pytest.raises(ValueError, match="idle sampler"):
+        with make_sampler(distinct_team, settings, GREEDY) as busy:
+            busy.submit(nodes[0].role, nodes[0].prompt_ids, "waiting")
+            sample_many(distinct_team, [(nodes[0].role, nodes[0].prompt_ids)], GREEDY, sampler=busy)

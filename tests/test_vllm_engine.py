@@ -97,6 +97,34 @@ def test_sampled_logprobs_are_the_training_models(stand_in_vllm, team):
             assert torch.tensor(s.logprobs) == pytest.approx(expected, abs=1e-5)
 
 
+def test_requests_of_different_settings_go_in_one_call_each_with_its_own(stand_in_vllm, team):
+    """Greedy and sampled requests of one sampler in one vLLM call: each with its temperature, cap and stops; the
+    greedy ones keep vLLM's log-probs, the sampled ones get the training model's at their own temperature."""
+    from joy_agents.sampling.vllm import VLLMSampler
+
+    ids = team.encode_prompt("qa", [{"role": "user", "content": "Who wrote Dune?"}], None)
+    hot = SamplingConfig(0.7, 1.0, 12, ())
+    with VLLMSampler(team, GREEDY) as sampler:
+        sampler.submit("qa", ids, "greedy")
+        sampler.submit("qa", ids, "hot", num_samples=2, sampling=hot)
+        sampler.submit("qa", ids, "hot", sampling=hot)  # the same request again: it joins the one before
+        done = sampler.step()
+    (llm,) = stand_in_vllm.LLM.instances
+    assert llm.calls[-1]["prompts"] == 2
+    samples = {}
+    for key, sample in done:
+        samples.setdefault(key, []).append(sample)
+    (greedy,) = samples["greedy"]
+    assert greedy.completion_ids == team.generate("qa", [ids], GREEDY)[0][0].completion_ids
+    assert len(samples["hot"]) == 3
+    for s in samples["hot"]:
+        assert 0 < len(s.completion_ids) <= 12
+        expected = team.logprobs("qa", [s.prompt_ids], [s.completion_ids], 0.7)[0].detach()
+        assert torch.tensor(s.logprobs) == pytest.approx(expected, abs=1e-5)
+    with pytest.raises(ValueError, match="one sampling setting per request: got 1 for 2 requests"):
+        vllm_engine(team).generate([("qa", ids, 1), ("qa", ids, 1)], [GREEDY])
+
+
 def test_refusals_name_the_fix(monkeypatch, tiny_dir, team):
     monkeypatch.setitem(sys.modules, "vllm", None)  # not installed
     with pytest.raises(ImportError, match=r"joyagents\[vllm\]"):

@@ -1,7 +1,8 @@
 """The sampler interface every engine implements, the one place that turns an engine name into a sampler, and
 node-wise sampling over it.
 
-A :class:`Sampler` takes requests (a role, its prompt ids, a key) at any time with :meth:`~Sampler.submit`; each
+A :class:`Sampler` takes requests (a role, its prompt ids, a key, and the request's own
+:class:`~joy_agents.sampling.settings.SamplingConfig` or the sampler's) at any time with :meth:`~Sampler.submit`; each
 :meth:`~Sampler.step` does one unit of work and returns the ``(key, sample)`` pairs that finished in it;
 :attr:`~Sampler.busy` says whether requests are still running or waiting; :meth:`~Sampler.close` frees what the
 sampler holds. :func:`drain` steps a sampler until it is idle. :func:`make_sampler` makes the sampler of a
@@ -47,9 +48,12 @@ class Sampler(Protocol):
     stats: EngineStats
     """What the sampler computed so far (forwards, rows, tokens)."""
 
-    def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
-        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
-        ``(key, sample)``."""
+    def submit(
+        self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1, sampling: SamplingConfig | None = None
+    ) -> None:
+        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role`` with ``sampling`` (default: the sampling the
+        sampler was made with); each comes back from :meth:`step` as ``(key, sample)``. Requests of different
+        settings run side by side: one sampler serves every phase of an RL step."""
         ...
 
     def step(self) -> list[tuple[Any, Sample]]:
@@ -85,18 +89,28 @@ def sample_many(
     sampling: SamplingConfig,
     num_samples: int = 1,
     settings: GenerationSettings | None = None,
+    sampler: Sampler | None = None,
 ) -> list[list[Sample]]:
-    """``num_samples`` samples of each ``(role, prompt_ids)`` request with the engine of ``settings`` (default
-    :class:`~joy_agents.sampling.settings.GenerationSettings`); ``result[i][j]`` is sample ``j`` of request
-    ``i``."""
+    """``num_samples`` samples of each ``(role, prompt_ids)`` request with ``sampling``; ``result[i][j]`` is sample
+    ``j`` of request ``i``. They are drawn by ``sampler`` (an idle one, left open: its kept prefixes serve later
+    requests), or by a sampler of the engine of ``settings`` (default
+    :class:`~joy_agents.sampling.settings.GenerationSettings`) made for the call."""
     check_count("num_samples", num_samples, 1)
     out: list[list[Any]] = [[None] * num_samples for _ in requests]
-    with make_sampler(team, settings or GenerationSettings(), sampling) as sampler:
+    own = sampler is None
+    if sampler is None:
+        sampler = make_sampler(team, settings or GenerationSettings(), sampling)
+    elif sampler.busy:
+        raise ValueError("sample_many needs an idle sampler: drain the requests it runs first")
+    try:
         for i, (role, prompt) in enumerate(requests):
             for j in range(num_samples):
-                sampler.submit(role, prompt, (i, j))
+                sampler.submit(role, prompt, (i, j), sampling=sampling)
         for (i, j), sample in drain(sampler):
             out[i][j] = sample
+    finally:
+        if own:
+            sampler.close()
     return out
 
 

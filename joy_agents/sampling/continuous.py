@@ -67,7 +67,7 @@ from joy_agents.prefill import cache_argument, length_buckets, plain_layout, pre
 from joy_agents.sampling.drafts import PromptLookup, accepted_length, step_width
 from joy_agents.sampling.kv_slots import SlotBatch
 from joy_agents.sampling.prefix_cache import KeptPrefix, PrefixCache
-from joy_agents.sampling.settings import GenerationSettings, check_count
+from joy_agents.sampling.settings import GenerationSettings, check_count, request_sampling
 from joy_agents.sampling.stacked_lora import StackedLoRA
 from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import StopRules, sample_tokens, team_stop_rules
@@ -99,6 +99,7 @@ class _Row:
     key: Any
     role: str
     prompt: list[int]
+    sampling: SamplingConfig
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     lookup: PromptLookup | None = None
@@ -178,23 +179,26 @@ class ContinuousSampler:
         self.stats = EngineStats()
         self._lanes: dict[int, _Lane] = {}
         self._role_lane: dict[str, _Lane] = {}
-        self._rules: dict[int, StopRules] = {}
+        self._rules: dict[tuple[int, tuple[str, ...]], StopRules] = {}
         self._training: list[torch.nn.Module] = []
         self._stack: StackedLoRA | None = None
 
     # ------------------------------------------------------------------ requests
-    def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
-        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
-        ``(key, sample)``."""
+    def submit(
+        self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1, sampling: SamplingConfig | None = None
+    ) -> None:
+        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role`` with ``sampling`` (default: the sampler's);
+        each comes back from :meth:`step` as ``(key, sample)``."""
         self.team.check_role(role)
         prompt = as_id_list("prompt_ids", prompt_ids)
         check_count("num_samples", num_samples, 1)
+        sampling = request_sampling(sampling, self.sampling)
         if len(prompt) < 2:
             raise ValueError(f"a prompt needs at least 2 tokens for continuous batching, got {len(prompt)}")
-        self.team.check_ids(role, [prompt], extra=self.sampling.max_new_tokens)
+        self.team.check_ids(role, [prompt], extra=sampling.max_new_tokens)
         lane = self._lane(role)
         for _ in range(num_samples):
-            lane.waiting.append(_Row(key=key, role=role, prompt=prompt))
+            lane.waiting.append(_Row(key=key, role=role, prompt=prompt, sampling=sampling))
 
     @property
     def busy(self) -> bool:
@@ -212,11 +216,12 @@ class ContinuousSampler:
             self._role_lane[role] = self._lanes[id(model)]
         return self._role_lane[role]
 
-    def _stop_rules(self, lane: _Lane, role: str) -> StopRules:
-        """A lane's :class:`~joy_agents.sampling.tokens.StopRules` (the same for every role of one model)."""
-        if id(lane) not in self._rules:
-            self._rules[id(lane)] = team_stop_rules(self.team, role, self.sampling.stop)
-        return self._rules[id(lane)]
+    def _stop_rules(self, lane: _Lane, role: str, stop: tuple[str, ...]) -> StopRules:
+        """A lane's :class:`~joy_agents.sampling.tokens.StopRules` for the stop texts ``stop`` (the same for every
+        role of one model)."""
+        if (id(lane), stop) not in self._rules:
+            self._rules[(id(lane), stop)] = team_stop_rules(self.team, role, stop)
+        return self._rules[(id(lane), stop)]
 
     # ------------------------------------------------------------------ one step
     def step(self) -> list[tuple[Any, Sample]]:
@@ -397,7 +402,7 @@ class ContinuousSampler:
         drafts: dict[int, list[int]] = {}
         for i in live:
             row = batch.rows[i]
-            room = min(self.draft_tokens, self.sampling.max_new_tokens - len(row.tokens) - 1)
+            room = min(self.draft_tokens, row.sampling.max_new_tokens - len(row.tokens) - 1)
             if room <= 0:
                 continue
             if row.lookup is None:
@@ -435,9 +440,7 @@ class ContinuousSampler:
                 **extra,
             )
         logits = out.logits[:, -width:]
-        temperature, top_p = self.sampling.temperature, self.sampling.top_p
-        tokens, logprobs = sample_tokens(logits.reshape(-1, logits.shape[-1]), temperature, top_p)  # (B * width,)
-        tokens, logprobs = tokens.view(len(roles), width), logprobs.view(len(roles), width)
+        tokens, logprobs = self._sample(logits, [r.sampling if r is not None else None for r in batch.rows])
         host = torch.stack([tokens.to(logprobs.dtype), logprobs]).tolist()  # the one host copy of the step
         ids, lps = [[int(t) for t in row] for row in host[0]], host[1]  # ids < 2**24 are exact in float32
         accepted = [accepted_length(drafts.get(i, ()), ids[i]) for i in range(len(roles))]
@@ -445,11 +448,10 @@ class ContinuousSampler:
         self.stats.decode_forwards += 1
         self.stats.rows_decoded += len(roles)
         self.stats.draft_positions += len(roles) * (width - 1)
-        rules = self._stop_rules(lane, first)
-        cap = self.sampling.max_new_tokens
         done: list[tuple[int, str]] = []
         for i in live:
             row, kept = batch.rows[i], accepted[i]
+            rules, cap = self._stop_rules(lane, first, row.sampling.stop), row.sampling.max_new_tokens
             if i in drafts:
                 self.stats.draft_tokens += len(drafts[i])
                 self.stats.draft_tokens_kept += kept
@@ -470,8 +472,7 @@ class ContinuousSampler:
                 batch.remove([])  # the compaction check: drafted columns no row kept
             return []
         finished = []
-        texts = rules.texts([batch.rows[i].tokens for i, _ in done])
-        for (i, reason), text in zip(done, texts, strict=True):
+        for (i, reason), text in zip(done, self._texts(lane, first, [batch.rows[i] for i, _ in done]), strict=True):
             row = batch.rows[i]
             finished.append((row.key, Sample(list(row.prompt), row.tokens, row.logprobs, text, reason)))
             self.stats.tokens_kept += len(row.tokens)
@@ -480,6 +481,41 @@ class ContinuousSampler:
             self._keep_prefixes(lane, [i for i, _ in done])
         batch.remove([i for i, _ in done])
         return finished
+
+    @staticmethod
+    def _sample(logits: torch.Tensor, settings: list[SamplingConfig | None]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tokens and log-probs of every slot's positions (``logits``: slots, width, vocab), each row with its
+        request's temperature and ``top_p`` (a free slot's row with any): two (slots, width) tensors. Rows of one
+        setting are sampled in one call, all of them when every row has the same."""
+        slots, width = logits.shape[:2]
+        known = [s for s in settings if s is not None]
+        kinds = {(s.temperature, s.top_p) for s in known}
+        if len(kinds) == 1:
+            (temperature, top_p), flat = kinds.pop(), logits.reshape(-1, logits.shape[-1])
+            tokens, logprobs = sample_tokens(flat, temperature, top_p)  # (slots * width,)
+            return tokens.view(slots, width), logprobs.view(slots, width)
+        tokens = torch.zeros((slots, width), dtype=torch.long, device=logits.device)
+        logprobs = torch.zeros((slots, width), dtype=torch.float32, device=logits.device)
+        kind_of = [(s.temperature, s.top_p) if s is not None else None for s in settings]
+        for kind in sorted(kinds):
+            rows = [i for i, k in enumerate(kind_of) if k == kind]
+            temperature, top_p = kind
+            index = torch.tensor(rows, device=logits.device)
+            picked, lps = sample_tokens(logits[index].reshape(-1, logits.shape[-1]), temperature, top_p)
+            tokens[index], logprobs[index] = picked.view(len(rows), width), lps.view(len(rows), width)
+        return tokens, logprobs
+
+    def _texts(self, lane: _Lane, role: str, rows: list[_Row]) -> list[str]:
+        """The texts of finished ``rows``, decoded by the stop rules of each row's stop texts."""
+        texts: list[str] = [""] * len(rows)
+        by_stop: dict[tuple[str, ...], list[int]] = {}
+        for n, row in enumerate(rows):
+            by_stop.setdefault(row.sampling.stop, []).append(n)
+        for stop, idx in by_stop.items():
+            decoded = self._stop_rules(lane, role, stop).texts([rows[n].tokens for n in idx])
+            for n, text in zip(idx, decoded, strict=True):
+                texts[n] = text
+        return texts
 
     def _stacked(self, lane: _Lane) -> StackedLoRA | None:
         """The lane's :class:`StackedLoRA` (built once per sampler), or None where it does not apply."""

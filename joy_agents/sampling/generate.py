@@ -10,9 +10,9 @@ Each step of ``model.generate`` runs the model on every row, then :class:`~joy_a
 ``generation_config`` sampling defaults are set aside, so only the ``SamplingConfig`` decides.
 
 :class:`GenerateSampler` is the :class:`~joy_agents.sampling.base.Sampler` of this engine: each
-:meth:`~GenerateSampler.step` groups the waiting requests by role (in the order the roles were first submitted)
-and makes one :meth:`generate` call per role through the policy, so it also samples any policy object that has
-a ``generate`` method.
+:meth:`~GenerateSampler.step` groups the waiting requests by role and sampling setting (in the order they were first
+submitted) and makes one :meth:`generate` call per group through the policy, so it also samples any policy object
+that has a ``generate`` method.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 from joy_agents.adapters import hf_model, vocab_size
 from joy_agents.config import Sample, SamplingConfig, as_id_lists
 from joy_agents.prefill import plain_layout, prefill_shared, prompt_layout
-from joy_agents.sampling.settings import check_count
+from joy_agents.sampling.settings import check_count, request_sampling
 from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import LogprobRecorder, StopCriterion, team_stop_rules
 
@@ -144,14 +144,17 @@ class GenerateSampler:
         self.policy = policy
         self.sampling = sampling
         self.stats = EngineStats()
-        self._waiting: list[tuple[str, list[int], Any]] = []
+        self._waiting: list[tuple[str, list[int], Any, SamplingConfig]] = []
 
-    def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
-        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
-        ``(key, sample)``."""
+    def submit(
+        self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1, sampling: SamplingConfig | None = None
+    ) -> None:
+        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role`` with ``sampling`` (default: the sampler's);
+        each comes back from :meth:`step` as ``(key, sample)``."""
         check_count("num_samples", num_samples, 1)
+        sampling = request_sampling(sampling, self.sampling)
         for _ in range(num_samples):
-            self._waiting.append((role, list(prompt_ids), key))
+            self._waiting.append((role, list(prompt_ids), key, sampling))
 
     @property
     def busy(self) -> bool:
@@ -159,14 +162,17 @@ class GenerateSampler:
         return bool(self._waiting)
 
     def step(self) -> list[tuple[Any, Sample]]:
-        """One ``generate`` call per role over every waiting request of that role."""
+        """One ``generate`` call per role and sampling setting over every waiting request of that role and setting."""
         waiting, self._waiting = self._waiting, []
-        by_role: dict[str, list[int]] = {}
-        for n, (role, _, _) in enumerate(waiting):
-            by_role.setdefault(role, []).append(n)
+        calls: list[tuple[str, SamplingConfig, list[int]]] = []
+        for n, (role, _, _, sampling) in enumerate(waiting):
+            call = next((c for c in calls if c[0] == role and c[1] == sampling), None)
+            if call is None:
+                calls.append(call := (role, sampling, []))
+            call[2].append(n)
         finished = []
-        for role, idx in by_role.items():
-            groups = self.policy.generate(role, [waiting[n][1] for n in idx], self.sampling, num_samples=1)
+        for role, sampling, idx in calls:
+            groups = self.policy.generate(role, [waiting[n][1] for n in idx], sampling, num_samples=1)
             for n, group in zip(idx, groups, strict=True):
                 finished.append((waiting[n][2], group[0]))
                 self.stats.samples += 1

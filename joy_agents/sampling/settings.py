@@ -29,6 +29,7 @@ __all__ = [
     "SamplingConfig",
     "VLLMConfig",
     "VLLMEngineError",
+    "request_sampling",
     "check_count",
     "vllm_available",
 ]
@@ -238,3 +239,12 @@ class SamplingConfig:
         for s in self.stop:
             if not isinstance(s, str) or not s:
                 raise ValueError(f"SamplingConfig.stop must hold non-empty strings, got {s!r} in {self.stop!r}")
+
+
+def request_sampling(sampling: SamplingConfig | None, default: SamplingConfig) -> SamplingConfig:
+    """The settings of one request: its own ``sampling``, or the sampler's ``default`` when it brings none."""
+    if sampling is None:
+        return default
+    if not isinstance(sampling, SamplingConfig):
+        raise TypeError(f"a request's sampling must be a SamplingConfig or None, got {type(sampling).__name__}")
+    return sampling

@@ -69,7 +69,7 @@ from joy_agents.config import Sample, SamplingConfig
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamPolicy
 from joy_agents.prefill import prompt_batches
-from joy_agents.sampling.settings import INSTALL_HINT, VLLMConfig, VLLMEngineError
+from joy_agents.sampling.settings import INSTALL_HINT, VLLMConfig, VLLMEngineError, check_count, request_sampling
 from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import StopRules, team_stop_rules
 
@@ -260,29 +260,40 @@ class VLLMEngine:
         self.adapters_sent += sent
         return sent
 
-    def generate(self, requests: list[tuple[str, list[int], int]], sampling: SamplingConfig) -> list[list[Sample]]:
-        """Samples of each ``(role, prompt_ids, num_samples)`` request in one ``LLM.generate`` call;
-        ``result[i][j]`` is sample ``j`` of request ``i``."""
-        if not isinstance(sampling, SamplingConfig):
-            raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
+    def generate(
+        self, requests: list[tuple[str, list[int], int]], sampling: SamplingConfig | list[SamplingConfig]
+    ) -> list[list[Sample]]:
+        """Samples of each ``(role, prompt_ids, num_samples)`` request in one ``LLM.generate`` call, with
+        ``sampling`` (one for every request, or one per request); ``result[i][j]`` is sample ``j`` of request
+        ``i``."""
+        settings = sampling if isinstance(sampling, list) else [sampling] * len(requests)
+        if len(settings) != len(requests):
+            raise ValueError(f"one sampling setting per request: got {len(settings)} for {len(requests)} requests")
+        for setting in settings:
+            if not isinstance(setting, SamplingConfig):
+                raise TypeError(f"sampling must be a SamplingConfig, got {type(setting).__name__}")
         if not requests:
             return []
         self.sync()
-        greedy = sampling.temperature == 0
-        params_of: dict[tuple[str, int], Any] = {}
-        rules_of: dict[str, StopRules] = {}
+        params_of: dict[tuple[str, int, int], Any] = {}
+        rules_of: dict[tuple[str, tuple[str, ...]], StopRules] = {}
+        distinct: list[SamplingConfig] = []
         prompts, params, loras = [], [], []
-        for role, ids, wanted in requests:
+        for (role, ids, wanted), setting in zip(requests, settings, strict=True):
+            greedy = setting.temperature == 0
             n = 1 if greedy else wanted  # vLLM refuses n > 1 greedy samples; they would all be the same one
             self.team.check_role(role)
-            self.team.check_ids(role, [list(ids)], extra=sampling.max_new_tokens)
-            if (role, n) not in params_of:
-                rules = rules_of[role] = team_stop_rules(self.team, role, sampling.stop)
-                params_of[(role, n)] = self._sampling_params(
+            self.team.check_ids(role, [list(ids)], extra=setting.max_new_tokens)
+            if setting not in distinct:
+                distinct.append(setting)
+            kind = (role, n, distinct.index(setting))
+            if kind not in params_of:
+                rules = rules_of.setdefault((role, setting.stop), team_stop_rules(self.team, role, setting.stop))
+                params_of[kind] = self._sampling_params(
                     n=n,
-                    temperature=float(sampling.temperature),
-                    top_p=float(sampling.top_p),
-                    max_tokens=sampling.max_new_tokens,
+                    temperature=float(setting.temperature),
+                    top_p=float(setting.top_p),
+                    max_tokens=setting.max_new_tokens,
                     stop=list(rules.text_stops) or None,
                     stop_token_ids=sorted(rules.end_ids),
                     include_stop_str_in_output=True,
@@ -290,7 +301,7 @@ class VLLMEngine:
                     logprobs=0 if greedy else None,
                 )
             prompts.append({"prompt_token_ids": [int(t) for t in ids]})
-            params.append(params_of[(role, n)])
+            params.append(params_of[kind])
             loras.append(self._requests[role])
         if not self.alive():
             raise self._stopped(None)
@@ -303,7 +314,8 @@ class VLLMEngine:
                 raise self._stopped(exc) from exc
             raise
         result: list[list[Sample]] = []
-        for (role, ids, wanted), output in zip(requests, outputs, strict=True):
+        for (role, ids, wanted), setting, output in zip(requests, settings, outputs, strict=True):
+            greedy = setting.temperature == 0
             group = []
             for completion in output.outputs:
                 if completion.finish_reason not in ("stop", "length"):
@@ -314,14 +326,13 @@ class VLLMEngine:
                     if greedy
                     else []
                 )
-                text = rules_of[role].texts([tokens])[0]
+                text = rules_of[(role, setting.stop)].texts([tokens])[0]
                 group.append(Sample(list(ids), tokens, logprobs, text, completion.finish_reason))
             while len(group) < wanted:  # greedy: the one sample, once per sample asked for
                 s = group[0]
                 group.append(Sample(list(ids), list(s.completion_ids), list(s.logprobs), s.text, s.finish_reason))
             result.append(group)
-        if not greedy:
-            self._training_logprobs(requests, result, sampling.temperature)
+        self._training_logprobs(requests, result, [s.temperature for s in settings])
         return result
 
     def _watched(self, call: Any) -> Any:
@@ -352,14 +363,16 @@ class VLLMEngine:
         return box["out"]
 
     def _training_logprobs(
-        self, requests: list[tuple[str, list[int], int]], result: list[list[Sample]], temperature: float
+        self, requests: list[tuple[str, list[int], int]], result: list[list[Sample]], temperatures: list[float]
     ) -> None:
-        """Fill each sample's ``logprobs`` with the training model's teacher-forced ones."""
-        by_role: dict[str, list[Sample]] = {}
-        for (role, _, _), group in zip(requests, result, strict=True):
-            by_role.setdefault(role, []).extend(s for s in group if s.completion_ids)
+        """Fill the ``logprobs`` of each sample drawn at a temperature > 0 with the training model's teacher-forced
+        ones (at its request's temperature)."""
+        by_role: dict[tuple[str, float], list[Sample]] = {}
+        for (role, _, _), group, temperature in zip(requests, result, temperatures, strict=True):
+            if temperature > 0:
+                by_role.setdefault((role, temperature), []).extend(s for s in group if s.completion_ids)
         with torch.no_grad():
-            for role, samples in by_role.items():
+            for (role, temperature), samples in by_role.items():
                 for batch in prompt_batches(samples, self.config.logprob_batch):
                     lps = self.team.logprobs(
                         role, [s.prompt_ids for s in batch], [s.completion_ids for s in batch], temperature
@@ -444,16 +457,23 @@ class VLLMSampler:
         self.engine = vllm_engine(team, config)
         self.sampling = sampling
         self.stats = EngineStats()
-        self._waiting: list[tuple[str, list[int], list[Any]]] = []  # role, prompt, one key per sample
+        # role, prompt, one key per sample, sampling
+        self._waiting: list[tuple[str, list[int], list[Any], SamplingConfig]] = []
 
-    def submit(self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1) -> None:
-        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role``; each comes back from :meth:`step` as
-        ``(key, sample)``. A request equal to the one submitted just before joins it."""
+    def submit(
+        self, role: str, prompt_ids: list[int], key: Any, num_samples: int = 1, sampling: SamplingConfig | None = None
+    ) -> None:
+        """Queue ``num_samples`` samples of ``prompt_ids`` by ``role`` with ``sampling`` (default: the sampler's);
+        each comes back from :meth:`step` as ``(key, sample)``. A request equal to the one submitted just before
+        joins it."""
+        check_count("num_samples", num_samples, 1)
+        sampling = request_sampling(sampling, self.sampling)
         ids = [int(t) for t in prompt_ids]
-        if self._waiting and self._waiting[-1][0] == role and self._waiting[-1][1] == ids:
-            self._waiting[-1][2].extend([key] * num_samples)
+        last = self._waiting[-1] if self._waiting else None
+        if last is not None and last[0] == role and last[1] == ids and last[3] == sampling:
+            last[2].extend([key] * num_samples)
         else:
-            self._waiting.append((role, ids, [key] * num_samples))
+            self._waiting.append((role, ids, [key] * num_samples, sampling))
 
     @property
     def busy(self) -> bool:
@@ -463,9 +483,10 @@ class VLLMSampler:
     def step(self) -> list[tuple[Any, Sample]]:
         """Sample every waiting request in one vLLM call."""
         waiting, self._waiting = self._waiting, []
-        groups = self.engine.generate([(r, ids, len(keys)) for r, ids, keys in waiting], self.sampling)
+        requests = [(r, ids, len(keys)) for r, ids, keys, _ in waiting]
+        groups = self.engine.generate(requests, [sampling for *_, sampling in waiting])
         finished = []
-        for (_, ids, keys), group in zip(waiting, groups, strict=True):
+        for (_, ids, keys, _), group in zip(waiting, groups, strict=True):
             for key, sample in zip(keys, group, strict=True):
                 finished.append((key, sample))
                 self.stats.samples += 1
