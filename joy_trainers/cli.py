@@ -56,7 +56,6 @@ from joy_trainers.generation import saved_settings
 from joy_trainers.joyagents_grpo import memory_config_of
 from joy_trainers.options import options_text, rename_old_options
 from joy_trainers.ranges import COUNT_MAX, SEED_MAX
-from joy_trainers.rl.start import register_sft_run
 from joy_trainers.rundir import disk_full, free_space, read_json, record_written, write_json_atomic
 
 
@@ -276,8 +275,6 @@ def _train(args: argparse.Namespace) -> None:
     if not results:  # not the main process
         return
     run_dir = trainer.run.path
-    if results.get("trainer") == "sft" and isinstance(results.get("config"), dict):
-        register_sft_run(run_dir, results["config"])  # RL presets with the same settings reuse its team
     print(
         json.dumps({k: results[k] for k in ("trainer", "env_id", "split", "wall_s", "metrics")}, indent=2, default=str)
     )

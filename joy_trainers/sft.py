@@ -25,11 +25,12 @@ Paper settings for Qwen2.5-3B: lr 5e-6, 5 epochs (see ``examples/configs/sft_qwe
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import math
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,7 +48,16 @@ from joy_agents.sft_data import (
     split_train_tasks,
     tokenize_example,
 )
-from joy_agents.tiny import TINY_LLAMA, build_tiny_llama, build_tiny_model, tiny_base_dir
+from joy_agents.tiny import (
+    BUILD_VERSION,
+    TINY_LLAMA,
+    TINY_MODELS,
+    build_tiny_llama,
+    build_tiny_model,
+    default_cache_dir,
+    env_fingerprint,
+    tiny_base_dir,
+)
 from joy_trainers.base import BaseTrainer, Trained
 from joy_trainers.checks import check_domain_weights, check_env_options, check_model, check_sft_sizes
 from joy_trainers.distributed import is_main, on_main, say, world
@@ -465,8 +475,10 @@ class SFTTrainer(BaseTrainer):
         return f"{cfg.env_id} {cfg.env_kwargs}" if cfg.env_kwargs else cfg.env_id
 
     def write_outputs(self, trained: Trained, results: dict[str, Any]) -> None:
-        """``logs.json`` (TRL's log per stage) and ``training.png``."""
+        """``logs.json`` (TRL's log per stage) and ``training.png``; a tiny model's run is recorded in the cache's
+        index of SFT runs (:func:`register_sft_run`), so that RL runs with the same settings reuse its team."""
         write_logs(self.run.path, results, self.logs)
+        register_sft_run(self.run.path, results["config"])
 
     def run_training(self) -> Trained:
         """Run the stages (see the module documentation) on every process."""
@@ -735,3 +747,62 @@ def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str,
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------ the cache of SFT runs
+EVALUATION_OPTIONS = (
+    "eval_tasks",
+    "eval_split",
+    "max_new_tokens",
+    "eval_max_new_tokens",
+    "eval_max_cycles",
+    "rollout_engine",
+    "draft_tokens",
+    "draft_max_rows",
+    "vllm_options",
+    "eval_baseline",
+    "baseline_tasks",
+    "output_dir",
+    "overwrite",
+    "resume",
+    "checkpoint_steps",
+    "extra",
+)
+"""Options that do not shape an SFT team (evaluation, output, resumption): left out of :func:`sft_cache_key`."""
+
+
+def sft_cache_key(values: dict[str, Any]) -> str:
+    """The cache key of an ``sft`` run of these options: the options that shape the team (defaults filled
+    in, evaluation options left out), the tiny-model build version and the env fingerprint."""
+    try:
+        shaping_values = {k: v for k, v in values.items() if k not in EVALUATION_OPTIONS}
+        config = asdict(SFTConfig.from_dict({**shaping_values, "eval_tasks": 0}))  # evaluation: not in the key
+    except ValueError as exc:
+        raise UsageError(f"sft_overrides: {exc}") from None
+    shaping = {k: v for k, v in config.items() if k not in EVALUATION_OPTIONS}
+    if not shaping.get("env_kwargs"):  # the env's default source: the key of runs made before the option
+        shaping.pop("env_kwargs", None)
+    if not shaping.get("train_customer"):  # likewise: a frozen customer (the default) keeps the earlier keys
+        shaping.pop("train_customer", None)
+    key = {**shaping, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
+    if config["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
+        key["tiny_base"] = _tiny_base_digest()
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _tiny_base_digest() -> str:
+    return hashlib.sha256((tiny_base_dir() / "build_info.json").read_bytes()).hexdigest()
+
+
+def register_sft_run(run_dir: Path, config: dict[str, Any]) -> None:
+    """Record a finished ``sft`` run of a tiny model under its cache key, so that RL runs with the same
+    settings reuse its team (``sft-runs/<key>.json`` in the cache, written atomically)."""
+    if config.get("model") not in TINY_MODELS:
+        return
+    if Path(run_dir).resolve().is_relative_to(default_cache_dir().resolve()):
+        return  # the cache's own build of a team (renamed into place, found by its key): nothing to record
+    index = default_cache_dir() / "sft-runs"
+    with writing(index, "the index of SFT runs"):
+        index.mkdir(parents=True, exist_ok=True)
+    entry = index / f"{sft_cache_key(config)}.json"
+    write_json_atomic(entry, {"run": str(Path(run_dir).resolve())}, "the SFT run's entry in the cache index")

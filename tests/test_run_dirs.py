@@ -329,12 +329,37 @@ def test_the_sft_cache_key_ignores_evaluation_options():
     assert sft_cache_key(rl_values) != sft_cache_key({**user_run, "adapter_lr": 1e-3})
 
 
+def test_an_sft_run_trained_from_python_records_itself_for_rl_presets(sft_run, tmp_path, monkeypatch, capsys):
+    """The registration is part of the SFT run's own life (its outputs), not of the CLI: ``SFTTrainer.train()``
+    from Python records a tiny model's run, and an RL preset with the same settings reuses its team."""
+    from joy_agents.policy import TeamPolicy
+    from joy_trainers.base import Trained
+    from joy_trainers.rl.start import sft_cache_key, tiny_sft_values
+    from joy_trainers.sft import SFTConfig, SFTTrainer
+
+    monkeypatch.setenv("JOY_CACHE_DIR", str(tmp_path / "cache"))
+    values = {**tiny_sft_values("tiny", 0, SMALL_SFT), "eval_tasks": 0, "output_dir": str(tmp_path / "mine")}
+
+    def trained(self):  # the team the stages would have trained (training itself is tested in test_sft.py)
+        self.logs = {}
+        return Trained(team=TeamPolicy.load(str(Path(sft_run) / "team")), steps=1)
+
+    monkeypatch.setattr(SFTTrainer, "run_training", trained)
+    results = SFTTrainer(SFTConfig.from_dict(values)).train()
+    entry = tmp_path / "cache" / "sft-runs" / f"{sft_cache_key(results['config'])}.json"
+    assert json.loads(entry.read_text()) == {"run": str((tmp_path / "mine").resolve())}
+    monkeypatch.setattr(SFTTrainer, "train", lambda self: pytest.fail("the recorded SFT run should be reused"))
+    team = rl.sft_team(None, "tiny", 0, SMALL_SFT)
+    assert "reusing the SFT team of" in capsys.readouterr().out
+    TeamPolicy.load(str(team))
+
+
 def test_an_rl_preset_reuses_a_matching_sft_run_instead_of_training(sft_run, tmp_path, monkeypatch, capsys):
     from dataclasses import asdict
 
     from joy_agents.policy import TeamPolicy
-    from joy_trainers.rl.start import register_sft_run, tiny_sft_values
-    from joy_trainers.sft import SFTConfig, SFTTrainer
+    from joy_trainers.rl.start import tiny_sft_values
+    from joy_trainers.sft import SFTConfig, SFTTrainer, register_sft_run
 
     monkeypatch.setenv("JOY_CACHE_DIR", str(tmp_path / "cache"))
     run = tmp_path / "runs" / "sft-mine"

@@ -4,8 +4,9 @@ SmolLM2-135M-Instruct) an ``sft`` run with the tiny (smol) preset, trained once 
 The cache (``$JOY_CACHE_DIR``, default ``~/.cache/joyagents``) holds ``sft-<key>/`` per set of SFT options,
 where the key covers the options that shape the team (not its evaluation), the tiny-model build version and
 a fingerprint of the ``joy_env`` source (the tiny tokenizer and the expert data come from it, so editing
-``joy_env`` retrains once). A ``joy-train --trainer sft`` run of the tiny models records itself in
-``sft-runs/<key>.json``, so an RL preset with the same settings copies that team instead of training again.
+``joy_env`` retrains once). An ``sft`` run of the tiny models (``joy-train --trainer sft`` or ``SFTTrainer.train()``)
+records itself in ``sft-runs/<key>.json``, so an RL preset with the same settings copies that team instead of
+training again.
 
 Safe under concurrency: the team is built in a temporary directory of its own and renamed into place in one
 step, while a lock file makes a second process wait for the first instead of training the same team twice;
@@ -14,23 +15,17 @@ no process removes a directory another one may be writing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from joy_agents.tiny import (
-    BUILD_VERSION,
-    TINY_MODELS,
     cache_lock,
     cache_locks_work,
     default_cache_dir,
-    env_fingerprint,
-    tiny_base_dir,
 )
 from joy_trainers.checks import check_domain_weights, check_sft_run, check_sft_sizes, read_results
 from joy_trainers.distributed import barrier, world
@@ -38,26 +33,8 @@ from joy_trainers.errors import UsageError
 from joy_trainers.presets import AUTO_SFT_PRESETS, SFT_PRESETS
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rundir import writing
-from joy_trainers.sft import SFTConfig, SFTTrainer
+from joy_trainers.sft import SFTConfig, SFTTrainer, sft_cache_key
 
-EVALUATION_OPTIONS = (
-    "eval_tasks",
-    "eval_split",
-    "max_new_tokens",
-    "eval_max_new_tokens",
-    "eval_max_cycles",
-    "rollout_engine",
-    "draft_tokens",
-    "draft_max_rows",
-    "vllm_options",
-    "eval_baseline",
-    "baseline_tasks",
-    "output_dir",
-    "overwrite",
-    "resume",
-    "checkpoint_steps",
-    "extra",
-)
 """``sft`` options that do not change the trained team (left out of the cache key)."""
 
 
@@ -118,45 +95,9 @@ def tiny_sft_values(model: str, seed: int, sft_overrides: dict[str, Any] | None 
     return {**values, "eval_tasks": 0, "output_dir": None}
 
 
-def sft_cache_key(values: dict[str, Any]) -> str:
-    """The cache key of an ``sft`` run of these options: the options that shape the team (defaults filled
-    in, evaluation options left out), the tiny-model build version and the env fingerprint."""
-    try:
-        shaping_values = {k: v for k, v in values.items() if k not in EVALUATION_OPTIONS}
-        config = asdict(SFTConfig.from_dict({**shaping_values, "eval_tasks": 0}))  # evaluation: not in the key
-    except ValueError as exc:
-        raise UsageError(f"sft_overrides: {exc}") from None
-    shaping = {k: v for k, v in config.items() if k not in EVALUATION_OPTIONS}
-    if not shaping.get("env_kwargs"):  # the env's default source: the key of runs made before the option
-        shaping.pop("env_kwargs", None)
-    if not shaping.get("train_customer"):  # likewise: a frozen customer (the default) keeps the earlier keys
-        shaping.pop("train_customer", None)
-    key = {**shaping, "tiny_build": BUILD_VERSION, "env": env_fingerprint()}
-    if config["model"] == "tiny-base":  # a rebuilt shipped base must not reuse a team fine-tuned from the old one
-        key["tiny_base"] = _tiny_base_digest()
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def _tiny_base_digest() -> str:
-    return hashlib.sha256((tiny_base_dir() / "build_info.json").read_bytes()).hexdigest()
-
-
 def tiny_sft_dir(model: str = "tiny", seed: int = 0, sft_overrides: dict[str, Any] | None = None) -> Path:
     """Where :func:`sft_team` caches the automatic tiny SFT run of these settings (it may not exist yet)."""
     return default_cache_dir() / f"sft-{sft_cache_key(tiny_sft_values(model, seed, sft_overrides))}"
-
-
-def register_sft_run(run_dir: Path, config: dict[str, Any]) -> None:
-    """Record a finished ``sft`` run of a tiny model under its cache key, so that RL runs with the same
-    settings reuse its team (``sft-runs/<key>.json`` in the cache, written atomically)."""
-    if config.get("model") not in TINY_MODELS:
-        return
-    index = default_cache_dir() / "sft-runs"
-    index.mkdir(parents=True, exist_ok=True)
-    entry = index / f"{sft_cache_key(config)}.json"
-    tmp = index / f".{entry.name}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps({"run": str(Path(run_dir).resolve())}))
-    os.replace(tmp, entry)
 
 
 START_TEAM = "start_team"
