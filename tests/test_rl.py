@@ -105,12 +105,29 @@ def _samples(team, role, n=4):
     return group
 
 
+def test_the_update_options_are_the_trainer_configs_with_its_defaults():
+    """UpdateConfig has no defaults of its own: each field is an RLConfig field with RLConfig's default, and
+    update_config copies a trainer config's values, overrides aside."""
+    from dataclasses import fields
+
+    from joy_trainers.rl.config import RLConfig
+
+    rl_fields = {f.name: f for f in fields(RLConfig)}
+    for f in fields(rl.UpdateConfig):
+        assert f.name in rl_fields and f.default == rl_fields[f.name].default, f.name
+    cfg = GRPOConfig(beta=0.5, temperature=0.7, epsilon_high=0.28, micro_batch_size=3, loss_type="dapo")
+    update = rl.update_config(cfg, beta=0.0)
+    assert (update.beta, update.temperature, update.epsilon_high, update.micro_batch_size) == (0.0, 0.7, 0.28, 3)
+    assert update.loss_type == "dapo" and update.max_new_tokens == cfg.max_new_tokens
+
+
 def test_policy_update_changes_only_the_updated_role(sft_run):
     team = _team(sft_run)
     opts = rl.make_optimizers(team, 1e-2)
     before = {r: [p.detach().clone() for p in team.trainable_parameters(r)] for r in team.roles}
     samples = _samples(team, "math")
-    stats = rl.policy_update(team, "math", opts["math"], samples, [1.0, -1.0, 0.5, -0.5], rl.UpdateConfig())
+    cfg = rl.UpdateConfig(temperature=1.0)  # the samples' temperature
+    stats = rl.policy_update(team, "math", opts["math"], samples, [1.0, -1.0, 0.5, -0.5], cfg)
     assert stats["samples"] == 4 and abs(stats["ratio_mean"] - 1.0) < 1e-3  # sampling log-probs = training ones
     for role in team.roles:
         changed = any(not torch.equal(a, b) for a, b in zip(before[role], team.trainable_parameters(role), strict=True))

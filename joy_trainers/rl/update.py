@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from joy_agents.prefill import prompt_batches
-from joy_agents.sampling.settings import GenerationSettings
 from joy_trainers.distributed import all_gather_objects, all_reduce_sum
 from joy_trainers.losses import policy_loss
 from joy_trainers.rl.config import RLConfig
@@ -48,17 +47,17 @@ class ReferencePolicy:
 
 @dataclass
 class UpdateConfig:
-    """The loss options of :func:`policy_update` (fields of every GRPO-style trainer config)."""
+    """The loss options of :func:`policy_update`: fields of :class:`~joy_trainers.rl.config.RLConfig`, with its
+    defaults and documentation (:func:`update_config` takes them from a trainer's config)."""
 
-    loss_type: str = "grpo"
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    beta: float = 0.0
-    temperature: float = 1.0
-    max_new_tokens: int = GenerationSettings.max_new_tokens
-    """Cap of generated tokens per turn (``dr_grpo``'s normalising constant)."""
-    micro_batch_size: int = 16
-    max_grad_norm: float = 1.0
+    loss_type: str = RLConfig.loss_type
+    epsilon: float = RLConfig.epsilon
+    epsilon_high: float | None = RLConfig.epsilon_high
+    beta: float = RLConfig.beta
+    temperature: float = RLConfig.temperature
+    max_new_tokens: int = RLConfig.max_new_tokens
+    micro_batch_size: int = RLConfig.micro_batch_size
+    max_grad_norm: float = RLConfig.max_grad_norm
 
 
 def _pad(rows: Sequence[Sequence[float]], width: int, value: float = 0.0) -> torch.Tensor:
@@ -218,18 +217,10 @@ def update_selected(state: RunState, selected: Sequence[Group], cfg: RLConfig) -
     return stats
 
 
-def update_config(cfg: RLConfig, beta: float | None = None) -> UpdateConfig:
-    """The :class:`UpdateConfig` of a trainer config (``beta`` overrides the config's)."""
-    return UpdateConfig(
-        loss_type=cfg.loss_type,
-        epsilon=cfg.epsilon,
-        epsilon_high=cfg.epsilon_high,
-        beta=cfg.beta if beta is None else beta,
-        temperature=cfg.temperature,
-        max_new_tokens=cfg.max_new_tokens,
-        micro_batch_size=cfg.micro_batch_size,
-        max_grad_norm=cfg.max_grad_norm,
-    )
+def update_config(cfg: RLConfig, **overrides: Any) -> UpdateConfig:
+    """The :class:`UpdateConfig` of a trainer config: its fields of the same names, but ``overrides`` (e.g.
+    ``beta=0.0``)."""
+    return UpdateConfig(**{f.name: getattr(cfg, f.name) for f in fields(UpdateConfig)} | overrides)
 
 
 def update_roles(
