@@ -20,7 +20,8 @@ sampler holds. :func:`drain` steps a sampler until it is idle. :func:`make_sampl
 ``continuous`` needs a team whose models keep a plain key/value cache per layer
 (:func:`~joy_agents.sampling.continuous.continuous_supported`); for another team the factory makes the
 ``generate`` sampler and says so in one warning line. :func:`check_engine` refuses an engine name that is unknown
-or not installed; the engine names are compared here and nowhere else.
+or not installed. Each engine is one row of :data:`ENGINE_TABLE` (how it makes its sampler, what it builds before
+any work): the engine names meet code there and nowhere else.
 
 * :class:`~joy_agents.rollout.RolloutEngine` submits the pending turn of every episode and, each time a turn
   comes back, applies it to its env and submits the episode's next turn;
@@ -31,6 +32,8 @@ or not installed; the engine names are compared here and nowhere else.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import joy_agents.sampling.settings as generation_settings
@@ -38,7 +41,17 @@ from joy_agents.config import Sample, SamplingConfig
 from joy_agents.sampling.settings import ENGINES, INSTALL_HINT, GenerationSettings, check_count
 from joy_agents.sampling.stats import EngineStats
 
-__all__ = ["Sampler", "check_engine", "drain", "make_sampler", "sample_many", "serves_from_own_engine", "start_engine"]
+__all__ = [
+    "ENGINE_TABLE",
+    "Engine",
+    "Sampler",
+    "check_engine",
+    "drain",
+    "make_sampler",
+    "sample_many",
+    "serves_from_own_engine",
+    "start_engine",
+]
 
 
 @runtime_checkable
@@ -119,53 +132,90 @@ def check_engine(engine: Any, installed: bool = False, name: str = "engine") -> 
     the fix; ``name`` is how the caller's user spells the option."""
     if engine not in ENGINES:
         raise ValueError(f"{name} must be one of {', '.join(ENGINES)}, got {engine!r}; e.g. {name}=continuous")
-    if installed and engine == "vllm" and not generation_settings.vllm_available():
-        raise ValueError(f"{name}=vllm needs vLLM, which is not installed; {INSTALL_HINT}, or {name}=continuous")
+    ready = ENGINE_TABLE[engine].installed
+    if installed and ready is not None and not ready():
+        raise ValueError(f"{name}={engine} needs vLLM, which is not installed; {INSTALL_HINT}, or {name}=continuous")
 
 
-def make_sampler(team: Any, settings: GenerationSettings, sampling: SamplingConfig) -> Sampler:
-    """The :class:`Sampler` of ``settings.engine`` over ``team``, sampling with ``sampling``. ``continuous`` on a team
-    it cannot batch (:func:`~joy_agents.sampling.continuous.continuous_supported`) makes the ``generate`` sampler, with
-    one warning line saying so."""
-    if not isinstance(settings, GenerationSettings):
-        raise TypeError(f"settings must be a GenerationSettings, got {type(settings).__name__}")
-    if settings.engine == "vllm":
-        from joy_agents.sampling.vllm import VLLMSampler
+def _continuous(team: Any, settings: GenerationSettings, sampling: SamplingConfig) -> Sampler:
+    from joy_agents.sampling.continuous import ContinuousSampler, continuous_supported
 
-        return VLLMSampler(team, sampling, settings.vllm)
-    if settings.engine == "continuous":
-        from joy_agents.sampling.continuous import ContinuousSampler, continuous_supported
-
-        if continuous_supported(team):
-            return ContinuousSampler(
-                team,
-                sampling,
-                max_rows=settings.max_batch_rows,
-                prefix_tokens=settings.prefix_tokens,
-                draft_tokens=settings.draft_tokens,
-                draft_max_rows=settings.draft_max_rows,
-            )
-        warnings.warn(
-            f"engine continuous cannot batch this {type(team).__name__} (a model without a plain key/value cache "
-            "per layer, or not a TeamPolicy); sampling with engine generate, one generate call per role",
-            UserWarning,
-            stacklevel=2,
+    if continuous_supported(team):
+        return ContinuousSampler(
+            team,
+            sampling,
+            max_rows=settings.max_batch_rows,
+            prefix_tokens=settings.prefix_tokens,
+            draft_tokens=settings.draft_tokens,
+            draft_max_rows=settings.draft_max_rows,
         )
+    warnings.warn(
+        f"engine continuous cannot batch this {type(team).__name__} (a model without a plain key/value cache "
+        "per layer, or not a TeamPolicy); sampling with engine generate, one generate call per role",
+        UserWarning,
+        stacklevel=3,
+    )
+    return _generate(team, settings, sampling)
+
+
+def _generate(team: Any, settings: GenerationSettings, sampling: SamplingConfig) -> Sampler:
     from joy_agents.sampling.generate import GenerateSampler
 
     return GenerateSampler(team, sampling)
 
 
+def _vllm(team: Any, settings: GenerationSettings, sampling: SamplingConfig) -> Sampler:
+    from joy_agents.sampling.vllm import VLLMSampler
+
+    return VLLMSampler(team, sampling, settings.vllm)
+
+
+def _start_vllm(team: Any, settings: GenerationSettings) -> None:
+    from joy_agents.sampling.vllm import vllm_engine
+
+    vllm_engine(team, settings.vllm)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One row of :data:`ENGINE_TABLE`: how an engine makes its sampler, and what it builds before any work."""
+
+    make: Callable[[Any, GenerationSettings, SamplingConfig], Sampler]
+    """``make(team, settings, sampling)``: the engine's :class:`Sampler` over ``team``."""
+    start: Callable[[Any, GenerationSettings], None] | None = None
+    """``start(team, settings)``: build the engine's own server of the team's weights (None: the engine samples the
+    training model itself and builds nothing)."""
+    installed: Callable[[], bool] | None = None
+    """Whether what the engine needs is installed (None: it needs nothing beyond this package)."""
+
+
+ENGINE_TABLE: dict[str, Engine] = {
+    "continuous": Engine(_continuous),
+    "generate": Engine(_generate),
+    "vllm": Engine(_vllm, start=_start_vllm, installed=lambda: generation_settings.vllm_available()),
+}
+"""Every engine by its name (:data:`~joy_agents.sampling.settings.ENGINES`): the one place names meet code."""
+
+
+def make_sampler(team: Any, settings: GenerationSettings, sampling: SamplingConfig) -> Sampler:
+    """The :class:`Sampler` of ``settings.engine`` over ``team``, sampling with ``sampling`` (by default: a request
+    may bring its own). ``continuous`` on a team it cannot batch
+    (:func:`~joy_agents.sampling.continuous.continuous_supported`) makes the ``generate`` sampler, with one warning
+    line saying so."""
+    if not isinstance(settings, GenerationSettings):
+        raise TypeError(f"settings must be a GenerationSettings, got {type(settings).__name__}")
+    return ENGINE_TABLE[settings.engine].make(team, settings, sampling)
+
+
 def serves_from_own_engine(engine: str) -> bool:
     """Whether the engine named ``engine`` serves a team from an engine of its own, loaded from the team's weights
     (``vllm``), so that a run checks before any work that it can serve the team."""
-    return engine == "vllm"
+    return ENGINE_TABLE[engine].start is not None
 
 
 def start_engine(team: Any, settings: GenerationSettings) -> None:
     """Build the engine of ``settings`` for ``team`` now, where building it is a step of its own (``vllm``: its
     engine, every process of a run at once, since vLLM forms its groups over all of them); else nothing."""
-    if settings.engine == "vllm":
-        from joy_agents.sampling.vllm import vllm_engine
-
-        vllm_engine(team, settings.vllm)
+    start = ENGINE_TABLE[settings.engine].start
+    if start is not None:
+        start(team, settings)
