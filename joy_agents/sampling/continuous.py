@@ -33,7 +33,9 @@ Sampling and stops are those of every engine (:mod:`joy_agents.sampling.tokens`)
 :func:`~joy_agents.sampling.tokens.sample_tokens` from the raw logits, a row ended by
 :meth:`StopRules.reason <joy_agents.sampling.tokens.StopRules.reason>` (end-of-turn and EOS ids, ``stop`` strings
 found in the decoded tail of a row whose last token can complete one; a stop inside a row's kept draft ends the row
-there). Each step copies its sampled tokens to the host once (the scheduler needs them to retire rows and check
+there). Each row samples with its request's own settings (temperature, ``top_p``, token cap, stop texts): the rows
+of one setting are sampled in one call, so requests of an RL step's phases share a decode batch. Each step copies its
+sampled tokens to the host once (the scheduler needs them to retire rows and check
 drafts); keeping a finished row's prefix and a compaction add one copy each, only in the steps where they happen.
 
 **Out of memory.** When a prefill or a decode step raises ``torch.OutOfMemoryError``, the lane takes back every
