@@ -148,7 +148,7 @@ class RolloutEngine:
         self._pool: list[Any] = []
         self.last_truncated = False
         self.stats: EngineStats | None = None
-        """What the sampler computed in the last :meth:`run`."""
+        """What the sampler of the last :meth:`run` computed (a sampler given to it: everything it ran so far)."""
 
     def _env(self, i: int) -> Any:
         """The i-th env of the pool (envs share the prototype's read-only world)."""
