@@ -102,6 +102,7 @@ class _Row:
     role: str
     prompt: list[int]
     sampling: SamplingConfig
+    rules: StopRules
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     lookup: PromptLookup | None = None
@@ -199,8 +200,9 @@ class ContinuousSampler:
             raise ValueError(f"a prompt needs at least 2 tokens for continuous batching, got {len(prompt)}")
         self.team.check_ids(role, [prompt], extra=sampling.max_new_tokens)
         lane = self._lane(role)
+        rules = self._stop_rules(lane, role, sampling.stop)
         for _ in range(num_samples):
-            lane.waiting.append(_Row(key=key, role=role, prompt=prompt, sampling=sampling))
+            lane.waiting.append(_Row(key=key, role=role, prompt=prompt, sampling=sampling, rules=rules))
 
     @property
     def busy(self) -> bool:
@@ -453,7 +455,7 @@ class ContinuousSampler:
         done: list[tuple[int, str]] = []
         for i in live:
             row, kept = batch.rows[i], accepted[i]
-            rules, cap = self._stop_rules(lane, first, row.sampling.stop), row.sampling.max_new_tokens
+            rules, cap = row.rules, row.sampling.max_new_tokens
             if i in drafts:
                 self.stats.draft_tokens += len(drafts[i])
                 self.stats.draft_tokens_kept += kept
@@ -474,7 +476,7 @@ class ContinuousSampler:
                 batch.remove([])  # the compaction check: drafted columns no row kept
             return []
         finished = []
-        for (i, reason), text in zip(done, self._texts(lane, first, [batch.rows[i] for i, _ in done]), strict=True):
+        for (i, reason), text in zip(done, self._texts([batch.rows[i] for i, _ in done]), strict=True):
             row = batch.rows[i]
             finished.append((row.key, Sample(list(row.prompt), row.tokens, row.logprobs, text, reason)))
             self.stats.tokens_kept += len(row.tokens)
@@ -507,14 +509,15 @@ class ContinuousSampler:
             tokens[index], logprobs[index] = picked.view(len(rows), width), lps.view(len(rows), width)
         return tokens, logprobs
 
-    def _texts(self, lane: _Lane, role: str, rows: list[_Row]) -> list[str]:
-        """The texts of finished ``rows``, decoded by the stop rules of each row's stop texts."""
+    @staticmethod
+    def _texts(rows: list[_Row]) -> list[str]:
+        """The texts of finished ``rows``, each row's decoded by its stop rules (rows of one rule set together)."""
         texts: list[str] = [""] * len(rows)
-        by_stop: dict[tuple[str, ...], list[int]] = {}
+        by_rules: dict[int, list[int]] = {}
         for n, row in enumerate(rows):
-            by_stop.setdefault(row.sampling.stop, []).append(n)
-        for stop, idx in by_stop.items():
-            decoded = self._stop_rules(lane, role, stop).texts([rows[n].tokens for n in idx])
+            by_rules.setdefault(id(row.rules), []).append(n)
+        for idx in by_rules.values():
+            decoded = rows[idx[0]].rules.texts([rows[n].tokens for n in idx])
             for n, text in zip(idx, decoded, strict=True):
                 texts[n] = text
         return texts

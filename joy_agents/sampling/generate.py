@@ -164,14 +164,12 @@ class GenerateSampler:
     def step(self) -> list[tuple[Any, Sample]]:
         """One ``generate`` call per role and sampling setting over every waiting request of that role and setting."""
         waiting, self._waiting = self._waiting, []
-        calls: list[tuple[str, SamplingConfig, list[int]]] = []
+        calls: dict[tuple[str, Any], list[int]] = {}  # (role, sampling key) -> requests, in submission order
         for n, (role, _, _, sampling) in enumerate(waiting):
-            call = next((c for c in calls if c[0] == role and c[1] == sampling), None)
-            if call is None:
-                calls.append(call := (role, sampling, []))
-            call[2].append(n)
+            calls.setdefault((role, sampling.key), []).append(n)
         finished = []
-        for role, sampling, idx in calls:
+        for (role, _), idx in calls.items():
+            sampling = waiting[idx[0]][3]
             groups = self.policy.generate(role, [waiting[n][1] for n in idx], sampling, num_samples=1)
             for n, group in zip(idx, groups, strict=True):
                 finished.append((waiting[n][2], group[0]))

@@ -240,6 +240,11 @@ class SamplingConfig:
             if not isinstance(s, str) or not s:
                 raise ValueError(f"SamplingConfig.stop must hold non-empty strings, got {s!r} in {self.stop!r}")
 
+    @property
+    def key(self) -> tuple[float, float, int, tuple[str, ...]]:
+        """The settings as one hashable value: requests whose keys are equal sample alike (and go in one call)."""
+        return (self.temperature, self.top_p, self.max_new_tokens, self.stop)
+
 
 def request_sampling(sampling: SamplingConfig | None, default: SamplingConfig) -> SamplingConfig:
     """The settings of one request: its own ``sampling``, or the sampler's ``default`` when it brings none."""

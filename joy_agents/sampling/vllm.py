@@ -275,20 +275,19 @@ class VLLMEngine:
         if not requests:
             return []
         self.sync()
-        params_of: dict[tuple[str, int, int], Any] = {}
+        params_of: dict[tuple[str, int, Any], Any] = {}
         rules_of: dict[tuple[str, tuple[str, ...]], StopRules] = {}
-        distinct: list[SamplingConfig] = []
         prompts, params, loras = [], [], []
         for (role, ids, wanted), setting in zip(requests, settings, strict=True):
             greedy = setting.temperature == 0
             n = 1 if greedy else wanted  # vLLM refuses n > 1 greedy samples; they would all be the same one
             self.team.check_role(role)
             self.team.check_ids(role, [list(ids)], extra=setting.max_new_tokens)
-            if setting not in distinct:
-                distinct.append(setting)
-            kind = (role, n, distinct.index(setting))
+            kind = (role, n, setting.key)
             if kind not in params_of:
-                rules = rules_of.setdefault((role, setting.stop), team_stop_rules(self.team, role, setting.stop))
+                if (role, setting.stop) not in rules_of:
+                    rules_of[(role, setting.stop)] = team_stop_rules(self.team, role, setting.stop)
+                rules = rules_of[(role, setting.stop)]
                 params_of[kind] = self._sampling_params(
                     n=n,
                     temperature=float(setting.temperature),
