@@ -106,8 +106,6 @@ class RolloutConfig:
     ``</answer>`` or the end-of-turn token, so a turn may hold several tool calls."""
     keep_snapshots: bool = False
     """Store the env snapshot before each node (needed for node-wise branching)."""
-    memory_time: int = 0
-    """Current time (training step) for memory retrieval's decay term."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.generation, GenerationSettings):
@@ -158,9 +156,9 @@ class RolloutEngine:
             self._pool.append(joy_env.JoyEnv(proto.world, self.split, cycles, proto.reward_config))
         return self._pool[i]
 
-    def prompt(self, env: Any, role: str) -> tuple[list[int], tuple[int, ...], str | None]:
-        """The prompt ids of ``role``'s pending turn in ``env`` (memory included, cut to
-        ``max_prompt_tokens``), the memory entries shown, and an action to reuse from memory (or None).
+    def prompt(self, env: Any, role: str, memory_time: int = 0) -> tuple[list[int], tuple[int, ...], str | None]:
+        """The prompt ids of ``role``'s pending turn in ``env`` (memory included, read at ``memory_time``, and cut
+        to ``max_prompt_tokens``), the memory entries shown, and an action to reuse from memory (or None).
         Whether the prompt was cut is in ``self.last_truncated``."""
         info = env.infos[role]
         messages = list(info["messages"])
@@ -169,7 +167,7 @@ class RolloutEngine:
         reuse = None
         bank = self.memory.get(role)
         if bank is not None and bank.config.enabled:
-            found = bank.retrieve(memory_key(messages), role_turn(messages), self.config.memory_time)
+            found = bank.retrieve(memory_key(messages), role_turn(messages), memory_time)
             if found:
                 memory_ids = tuple(e.entry_id for e, _ in found)
                 best, sim = found[0]
@@ -186,12 +184,14 @@ class RolloutEngine:
         starts: Sequence[int | EnvSnapshot | Branch],
         sampling: SamplingConfig | None = None,
         sampler: Sampler | None = None,
+        memory_time: int = 0,
     ) -> list[Trajectory]:
         """Play one episode per start (a task index, a snapshot, or a :class:`Branch`) with ``sampling`` (default:
         the settings' own, :meth:`GenerationSettings.sampling`); returns the trajectories in the order of
         ``starts``. A branch's trajectory starts with its forced node. The turns are sampled by ``sampler`` (an idle
         one, left open for the caller's next requests: an RL step's phases share one) or by a sampler of the
-        settings' engine made for the call."""
+        settings' engine made for the call. The memory banks are read at ``memory_time`` (a training step: the
+        decay of their entries)."""
         sampling = sampling or self.config.generation.sampling()
         if sampler is not None and sampler.busy:
             raise ValueError("RolloutEngine.run needs an idle sampler: drain the requests it runs first")
@@ -213,7 +213,7 @@ class RolloutEngine:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(envs), desc=f"rollout {self.split}", unit="ep")
-        self._play(envs, nodes, sampling, bar, sampler)
+        self._play(envs, nodes, sampling, bar, sampler, memory_time)
         if bar is not None:
             bar.close()
         return [self._trajectory(env, ns) for env, ns in zip(envs, nodes, strict=True)]
@@ -228,7 +228,13 @@ class RolloutEngine:
         return None
 
     def _play(
-        self, envs: list[Any], nodes: list[list[Node]], sampling: SamplingConfig, bar: Any, given: Sampler | None
+        self,
+        envs: list[Any],
+        nodes: list[list[Node]],
+        sampling: SamplingConfig,
+        bar: Any,
+        given: Sampler | None,
+        memory_time: int,
     ) -> None:
         """Every episode's pending turn submitted to the sampler; a finished turn is applied at once and the
         episode's next turn submitted (it joins the running batch of the ``continuous`` engine, the next step's
@@ -239,7 +245,7 @@ class RolloutEngine:
         def advance(i: int) -> None:
             env = envs[i]
             while (role := self._next_turn(env)) is not None:
-                ids, memory_ids, reuse = self.prompt(env, role)
+                ids, memory_ids, reuse = self.prompt(env, role, memory_time)
                 if reuse is None:
                     sampler.submit(role, ids, (i, memory_ids, self.last_truncated), sampling=sampling)
                     return

@@ -129,7 +129,9 @@ class BaseTrainer:
     def claim_run_dir(self) -> None:
         """On the main process: :meth:`check`, claim the run directory (a new run into an occupied directory
         stops, unless ``resume`` or the config's ``overwrite``, saying what ``--overwrite`` removed), then
-        :meth:`claimed`. Every process learns the directory's path, or stops with the main process's error."""
+        :meth:`claimed`. Every process learns the directory's path, or stops with the main process's error. The
+        processes of ``accelerate launch`` are joined first (:func:`~joy_trainers.distributed.start_processes`)."""
+        start_processes()
         resume = bool(getattr(self.config, "resume", False))
 
         def claim() -> str:

@@ -138,13 +138,12 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
 
     def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
-        state.engine.config.memory_time = step
-        with timer("rollout"):
+        with timer("rollout"):  # the step is the memory banks' time (their entries' decay)
             if cfg.sampling == "node":
-                groups, initial, continuations = self.node_groups(state, tasks)
+                groups, initial, continuations = self.node_groups(state, tasks, memory_time=step)
             else:
                 groups, initial, continuations = rl.trajectory_groups(
-                    state, tasks, cfg.group_size, cfg.temperature, cfg.top_p
+                    state, tasks, cfg.group_size, cfg.temperature, cfg.top_p, memory_time=step
                 )
         with timer("scoring"):
             selected = rl.select_global(groups, cfg.top_k)
@@ -163,19 +162,21 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
         )
 
     # ------------------------------------------------------------------------------ node-wise sampling
-    def node_groups(self, state: rl.RunState, tasks: list[int]) -> tuple[list[rl.Group], list[Any], list[Any]]:
-        """Initial trajectories of ``tasks``, then one group of G branches per node (see step 2).
+    def node_groups(
+        self, state: rl.RunState, tasks: list[int], memory_time: int = 0
+    ) -> tuple[list[rl.Group], list[Any], list[Any]]:
+        """Initial trajectories of ``tasks``, then one group of G branches per node (see step 2); the memory
+        banks are read at ``memory_time`` (the step).
 
         Returns ``(groups, initial trajectories, finished branches)``; ``len(finished)`` is
         ``group_size * (branched nodes)``: linear in the number of nodes."""
         cfg = self.config
         engine = state.engine
-        generation = engine.config.generation
-        explore = generation.sampling(cfg.temperature, cfg.top_p)
+        explore = state.settings.sampling(cfg.temperature, cfg.top_p)
         # one sampler for the step's three phases, each request with its phase's settings: the prefixes the
         # initial episodes leave in its cache (every node's prompt) serve the node samples and the continuations
-        with make_sampler(state.team, generation, explore) as sampler:
-            initial = engine.run(tasks, state.sampling(cfg.initial_temperature), sampler) if tasks else []
+        with make_sampler(state.team, state.settings, explore) as sampler:
+            initial = engine.run(tasks, state.sampling(cfg.initial_temperature), sampler, memory_time) if tasks else []
             # the first max_nodes turns of the trained roles: a frozen role's turns (a frozen customer) never branch
             nodes = [n for t in initial for n in [n for n in t.nodes if n.role not in state.frozen][: cfg.max_nodes]]
             # the G samples of every node, all roles in the same decode batches
@@ -186,7 +187,7 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
                 Branch(n.snapshot, s, n.memory_ids) for n, group in zip(nodes, samples, strict=True) for s in group
             ]
             continuation = state.sampling(cfg.continuation_temperature)
-            finished = engine.run(branches, continuation, sampler) if branches else []
+            finished = engine.run(branches, continuation, sampler, memory_time) if branches else []
         groups = []
         for k, n in enumerate(nodes):
             trajs = finished[k * cfg.group_size : (k + 1) * cfg.group_size]

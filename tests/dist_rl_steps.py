@@ -41,7 +41,8 @@ def main() -> None:
         top_k="all",
     )
     trainer = JoyAgentsGRPOTrainer(cfg)
-    state = rl.setup(trainer.run, cfg, trainer.memory_config())
+    trainer.claim_run_dir()
+    state = trainer.start_state()
     rank, size = rl.world()
     assert size == 2, f"run me with 2 processes, got {size}"
     tasks = rl.shard(state.batch_tasks(0, cfg.tasks_per_step))

@@ -18,7 +18,6 @@ from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sampling.settings import GenerationSettings
 from joy_agents.sft_data import build_sft_examples, split_train_tasks
 from joy_env.domains import tau2_retail
-from joy_trainers import rl
 from joy_trainers.checks import check_env_options, sft_env_mismatch
 from joy_trainers.cli import eval_main, train_main
 from joy_trainers.errors import UsageError
@@ -190,7 +189,8 @@ def test_rl_rollouts_and_evaluation_use_env_kwargs(sft_run, tmp_path):
         }
     )
     trainer = JoyAgentsGRPOTrainer(cfg)
-    state = rl.setup(trainer.run, cfg, None)
+    trainer.claim_run_dir()
+    state = trainer.start_state()
     train = _gsm8k_env("train")
     assert state.engine.prototype.num_tasks == train.num_tasks == 8
     assert sorted(state.rl_tasks) == split_train_tasks(8, 0.5, 0)[1]

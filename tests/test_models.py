@@ -534,8 +534,8 @@ def test_smollm2_shared_prefix_logprobs_equal_unshared(smol_dir):
     samples = _group_samples(team, "qa", [prompt], 3)
     P, C = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
     with torch.no_grad():
-        shared = team.logprobs("qa", P, C, share_prefix=True)
-        plain = team.logprobs("qa", P, C, share_prefix=False)
+        shared = team.logprobs("qa", P, C, 1.0, share_prefix=True)
+        plain = team.logprobs("qa", P, C, 1.0, share_prefix=False)
     for s, a, b in zip(samples, shared, plain, strict=True):
         assert torch.allclose(a, b, atol=1e-4, rtol=0)
         assert torch.allclose(torch.tensor(s.logprobs), a, atol=1e-4, rtol=0)
@@ -571,7 +571,8 @@ def test_rl_runs_on_smollm2_fine_tune_it_with_the_sft_smol_preset():
 def test_metrics_row_counts_truncated_prompts():
     from types import SimpleNamespace as NS
 
-    from joy_trainers.rl.metrics import StepOutput, metrics_row
+    from joy_trainers.rl.metrics import StepOutput
+    from joy_trainers.rl.step import metrics_row
 
     def trajectory(*cut):
         nodes = [NS(prompt_truncated=c) for c in cut]

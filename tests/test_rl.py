@@ -15,6 +15,7 @@ import pytest
 import torch
 from quick_runs import SMALL_RL, TWO_PROCESSES
 
+from joy_agents.sampling.settings import GenerationSettings
 from joy_trainers import rl
 from joy_trainers.grpo import GRPOConfig, GRPOTrainer
 from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
@@ -139,7 +140,7 @@ def test_update_epochs_take_that_many_clipped_steps_on_one_batch(sft_run, tmp_pa
 
     team = _team(sft_run)
     opts = rl.make_optimizers(team, 1e-2)
-    state = SimpleNamespace(team=team, optimizers=opts, reference=None)
+    state = SimpleNamespace(team=team, optimizers=opts, reference=None, frozen=frozenset(), micro_batch_size=None)
     group = rl.Group("math", [1.0, 0.0, 1.0, 0.0], _samples(team, "math"))
     cfg = _cfg(GRPOConfig, sft_run, tmp_path, update_epochs=3, beta=0.0, temperature=1.0)
     stats = rl.update_selected(state, [group], cfg)
@@ -156,8 +157,8 @@ def test_a_frozen_role_is_never_updated_whatever_its_samples(sft_run, tmp_path):
     from types import SimpleNamespace
 
     team = _team(sft_run)
-    state = SimpleNamespace(team=team, optimizers=rl.make_optimizers(team, 1e-2), reference=None)
-    state.frozen = frozenset({"qa"})
+    opts = rl.make_optimizers(team, 1e-2)
+    state = SimpleNamespace(team=team, optimizers=opts, reference=None, frozen=frozenset({"qa"}), micro_batch_size=None)
     before = {r: [p.detach().clone() for p in team.trainable_parameters(r)] for r in ("qa", "math")}
     groups = [rl.Group(r, [1.0, 0.0, 1.0, 0.0], _samples(team, r)) for r in ("qa", "math")]
     stats = rl.update_selected(state, groups, _cfg(GRPOConfig, sft_run, tmp_path, beta=0.0, temperature=1.0))
@@ -177,11 +178,11 @@ def test_reference_policy_swaps_its_weights_in_and_restores_the_current_ones(sft
     samples = _samples(team, "math")
     prompts, completions = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
     with torch.no_grad():
-        moved = team.logprobs("math", prompts, completions)
+        moved = team.logprobs("math", prompts, completions, 1.0)
         with ref.active(team, "math"):
             assert all(torch.equal(p, w) for p, w in zip(params, ref.weights["math"], strict=True))
-            old = team.logprobs("math", prompts, completions)
-        again = team.logprobs("math", prompts, completions)
+            old = team.logprobs("math", prompts, completions, 1.0)
+        again = team.logprobs("math", prompts, completions, 1.0)
     assert all(torch.equal(p, c) for p, c in zip(team.trainable_parameters("math"), current, strict=True))
     assert not all(torch.allclose(a, b) for a, b in zip(moved, old, strict=True))  # the reference was used
     assert all(torch.equal(a, b) for a, b in zip(moved, again, strict=True))  # and the current weights are back
@@ -209,7 +210,8 @@ def test_node_wise_sampling_is_linear_in_nodes(sft_run, tmp_path, monkeypatch):
 
     cfg = _cfg(JoyAgentsGRPOConfig, sft_run, tmp_path, group_size=3, max_nodes=3, memory=False)
     trainer = JoyAgentsGRPOTrainer(cfg)
-    state = rl.setup(trainer.run, cfg, None)
+    trainer.claim_run_dir()
+    state = trainer.start_state()
     made, make = [], module.make_sampler
 
     def counted(*args, **kwargs):
@@ -369,6 +371,7 @@ def test_the_progress_bar_draws_its_last_line_once():
     sink = io.StringIO()
     state = rl.RunState(
         config=GRPOConfig(steps_per_iteration=3, iterations=1),
+        settings=GenerationSettings(),
         team=None,
         optimizers={},
         banks={},

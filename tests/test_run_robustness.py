@@ -301,7 +301,9 @@ def test_an_update_out_of_memory_halves_its_micro_batch_says_so_once_and_gives_t
         return logprobs(role, prompts, completions, temperature)
 
     team.logprobs = small_device
-    state = SimpleNamespace(team=team, optimizers=rl.make_optimizers(team, 1e-2))
+    state = SimpleNamespace(
+        team=team, optimizers=rl.make_optimizers(team, 1e-2), frozen=frozenset(), micro_batch_size=None
+    )
     capsys.readouterr()
     rl.update_roles(state, {"math": list(zip(samples, advantages, strict=True))}, rl.UpdateConfig(micro_batch_size=8))
     said = [line for line in capsys.readouterr().out.splitlines() if "out of memory" in line]

@@ -8,10 +8,12 @@ module                                 names
                                        its ``step``
 :mod:`~joy_trainers.rl.config`         ``RLConfig``: the shared options
 :mod:`~joy_trainers.rl.groups`         ``Group``, ``select_top_k``, ``select_global``, ``advantages_of``,
-                                       ``trajectory_groups``, ``outcome_of``, ``evolve_memory``
-:mod:`~joy_trainers.rl.update`         ``policy_update``, ``update_roles``, ``update_selected``,
-                                       ``update_config``, ``UpdateConfig``, ``make_optimizers``,
-                                       ``ReferencePolicy``
+                                       ``outcome_of``
+:mod:`~joy_trainers.rl.update`         ``policy_update``, ``update_config``, ``UpdateConfig``,
+                                       ``make_optimizers``, ``ReferencePolicy``
+:mod:`~joy_trainers.rl.step`           what a step does with the run state: ``trajectory_groups``,
+                                       ``update_selected``, ``update_roles``, ``evolve_memory``,
+                                       ``metrics_row``
 :mod:`~joy_trainers.distributed`       ``world``, ``shard``, ``all_reduce_sum``, ``all_gather_objects``,
                                        ``barrier`` (and ``is_main``, ``say``, ``on_main``: what one
                                        process does)
@@ -19,12 +21,12 @@ module                                 names
                                        ``read_checkpoint``, ``checkpoint``, ``CheckpointError``;
                                        ``save_tensors`` / ``load_tensors`` (tensor files that load
                                        without unpickling code)
-:mod:`~joy_trainers.rl.metrics`        ``StepOutput``, ``metrics_row``, ``MetricsLog``, ``Timer``,
+:mod:`~joy_trainers.rl.metrics`        ``StepOutput``, ``MetricsLog``, ``Timer``,
                                        ``plot_rewards``
 :mod:`~joy_trainers.rl.loop`           ``check_inputs``, ``start_config``, ``prepare``,
-                                       ``resume_or_evaluate``, ``setup``, ``run_steps``, ``evaluate``,
+                                       ``resume_or_evaluate``, ``run_steps``, ``evaluate``,
                                        ``finish``, ``write_outputs``
-:mod:`~joy_trainers.rl.state`          ``RunState``
+:mod:`~joy_trainers.rl.state`          ``RunState``: the run's team, engine, settings, optimisers, log
 :mod:`~joy_trainers.rl.start`          ``sft_team``, ``tiny_sft_values``, ``tiny_sft_dir``: the team a run
                                        starts from (``bring_team``: its copy in the run directory;
                                        ``auto_sft_overrides``: what the automatic SFT run takes from it)
@@ -53,11 +55,9 @@ from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.groups import (
     Group,
     advantages_of,
-    evolve_memory,
     outcome_of,
     select_global,
     select_top_k,
-    trajectory_groups,
 )
 from joy_trainers.rl.loop import (
     check_inputs,
@@ -66,23 +66,15 @@ from joy_trainers.rl.loop import (
     prepare,
     resume_or_evaluate,
     run_steps,
-    setup,
     start_config,
     write_outputs,
 )
-from joy_trainers.rl.metrics import MetricsLog, StepOutput, Timer, metrics_row, plot_rewards
+from joy_trainers.rl.metrics import MetricsLog, StepOutput, Timer, plot_rewards
 from joy_trainers.rl.start import sft_team, tiny_sft_dir, tiny_sft_values
 from joy_trainers.rl.state import RunState
+from joy_trainers.rl.step import evolve_memory, metrics_row, trajectory_groups, update_roles, update_selected
 from joy_trainers.rl.trainer import RLTrainer
-from joy_trainers.rl.update import (
-    ReferencePolicy,
-    UpdateConfig,
-    make_optimizers,
-    policy_update,
-    update_config,
-    update_roles,
-    update_selected,
-)
+from joy_trainers.rl.update import ReferencePolicy, UpdateConfig, make_optimizers, policy_update, update_config
 from joy_trainers.rundir import RunDir
 
 __all__ = [
@@ -122,7 +114,6 @@ __all__ = [
     "save_tensors",
     "select_global",
     "select_top_k",
-    "setup",
     "sft_team",
     "shard",
     "start_config",

@@ -318,9 +318,9 @@ def load_checkpoint(path: str | Path, team: Any, optimizers: dict[str, torch.opt
     return data.state
 
 
-def checkpoint(run: RunDir, state: RunState) -> None:
-    """Rank 0 writes a checkpoint of ``state`` with every rank's RNG states (see :func:`save_checkpoint`);
-    every rank waits for it."""
+def checkpoint(run: RunDir, state: RunState, save_extra: Callable[[Path], None] | None = None) -> None:
+    """Rank 0 writes a checkpoint of ``state`` with every rank's RNG states (see :func:`save_checkpoint`), and
+    ``save_extra(directory)`` the trainer's own files into it before it is published; every rank waits for it."""
     rng_ranks = all_gather_objects(rng_state())
 
     def write() -> None:
@@ -337,8 +337,8 @@ def checkpoint(run: RunDir, state: RunState) -> None:
         def write_extra(directory: Path) -> None:
             if state.reference is not None:
                 save_tensors(state.reference.weights, directory / "reference.pt")
-            if state.save_extra is not None:
-                state.save_extra(directory)
+            if save_extra is not None:
+                save_extra(directory)
 
         save_checkpoint(
             run.checkpoints,

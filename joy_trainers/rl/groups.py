@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from joy_agents.memory import Outcome, evolve
+from joy_agents.memory import Outcome
 from joy_trainers.distributed import all_gather_objects, world
 from joy_trainers.losses import group_advantages
-
-if TYPE_CHECKING:
-    from joy_trainers.rl.state import RunState
 
 
 @dataclass
@@ -83,30 +80,6 @@ def advantages_of(groups: Sequence[Group], scale: bool = True) -> list[list[floa
     return out
 
 
-def trajectory_groups(
-    state: RunState, tasks: Sequence[int], group_size: int, temperature: float, top_p: float = 1.0
-) -> tuple[list[Group], list[Any], list[Any]]:
-    """G whole trajectories per task, every role sampling at ``temperature``: one joint group per task.
-
-    Returns ``(groups, trajectories, [])`` (no separate continuations)."""
-    sampling = state.engine.config.generation.sampling(temperature, top_p)
-    starts = [t for t in tasks for _ in range(group_size)]
-    trajs = state.engine.run(starts, sampling) if starts else []
-    groups = []
-    for k in range(len(tasks)):
-        members = trajs[k * group_size : (k + 1) * group_size]
-        groups.append(
-            Group(
-                role="*",
-                rewards=[t.reward for t in members],
-                members=[[n for n in t.nodes if n.trainable] for t in members],
-                key=members[0].task_id if members else "",
-                outcomes=[outcome_of(n, t) for t in members for n in t.nodes],
-            )
-        )
-    return groups, trajs, []
-
-
 def outcome_of(node: Any, trajectory: Any) -> Outcome:
     """The memory :class:`~joy_agents.memory.Outcome` of ``node`` in a finished ``trajectory``."""
     result = trajectory.result
@@ -118,13 +91,3 @@ def outcome_of(node: Any, trajectory: Any) -> Outcome:
         reward=float(result["R_A"]) + float(result["R_F"]),
         retrieved=tuple(node.memory_ids),
     )
-
-
-def evolve_memory(state: RunState, groups: Sequence[Group], step: int) -> dict[str, Any]:
-    """Memory evolution from every sample of the step (all processes' outcomes, the same on every rank)."""
-    if not state.banks:
-        return {}
-    local = [o for g in groups for o in g.outcomes]
-    outcomes = [o for rank_outcomes in all_gather_objects(local) for o in rank_outcomes]
-    z = next(iter(state.banks.values())).config.z
-    return evolve(state.banks, outcomes, step, z)

@@ -48,7 +48,7 @@ from joy_trainers.checks import (
     team_model,
     team_roles,
 )
-from joy_trainers.distributed import all_gather_objects, barrier, on_main, say, start_processes, world
+from joy_trainers.distributed import all_gather_objects, barrier, say, world
 from joy_trainers.errors import Terminated, UsageError
 from joy_trainers.evaluation import evaluate_config
 from joy_trainers.resume_config import check_resume_config, write_config
@@ -64,7 +64,7 @@ from joy_trainers.rl.checkpoints import (
     set_rng_state,
 )
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.metrics import MetricsLog, StepOutput, metrics_row, plot_rewards
+from joy_trainers.rl.metrics import MetricsLog, StepOutput, plot_rewards
 from joy_trainers.rl.start import (
     START_TEAM,
     auto_sft_overrides,
@@ -74,6 +74,7 @@ from joy_trainers.rl.start import (
     tiny_sft_values,
 )
 from joy_trainers.rl.state import RunState
+from joy_trainers.rl.step import metrics_row
 from joy_trainers.rl.update import ReferencePolicy, make_optimizers
 from joy_trainers.rundir import RunDir, write_json_atomic, write_text_atomic, writing
 
@@ -176,6 +177,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
         accelerator.init_trackers(run.path.name, config={k: str(v) for k, v in vars(cfg).items()})
     return RunState(
         config=cfg,
+        settings=settings,
         team=team,
         optimizers=optimizers,
         banks=banks,
@@ -326,25 +328,6 @@ def resume_or_evaluate(run: RunDir, state: RunState, load_extra: Callable[[Path]
         state.bar = tqdm(total=total, initial=initial, desc=run.path.name, unit=unit)
 
 
-def setup(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState:
-    """A state ready for :func:`run_steps` outside a trainer's ``train()`` (scripts, tests): the processes of
-    ``accelerate launch`` joined, then on the main process :func:`check_inputs`, the claim of the run directory
-    (the caller releases it, ``run.release()``) and :func:`start_config`; then :func:`prepare` and
-    :func:`resume_or_evaluate`."""
-
-    def claim() -> str:
-        check_inputs(run, cfg)
-        run.claim_and_report("rl", resume=cfg.resume, overwrite=cfg.overwrite)
-        start_config(run, cfg)
-        return str(run.path)
-
-    start_processes()
-    run.path = Path(on_main(claim))
-    state = prepare(run, cfg, memory)
-    resume_or_evaluate(run, state)
-    return state
-
-
 def evaluate(state: RunState, with_memory: bool = True) -> dict[str, Any]:
     """Greedy metrics of the current team on the first ``eval_tasks`` tasks of ``eval_split`` (memory is read,
     never written)."""
@@ -358,15 +341,17 @@ def run_steps(
     step_fn: Callable[[RunState, int], StepOutput | dict[str, Any]],
     refresh_reference: bool = True,
     after_checkpoint: Callable[[], None] | None = None,
+    save_extra: Callable[[Path], None] | None = None,
 ) -> None:
     """The training loop every RL trainer shares: ``step_fn(state, step)`` for the remaining steps (it
     returns a :class:`StepOutput`, or a finished metrics row), logging and progress after each, a checkpoint
-    every ``checkpoint_every`` steps and at the end of each RL iteration (then ``after_checkpoint()``). With
+    every ``checkpoint_every`` steps and at the end of each RL iteration (``save_extra(directory)`` writes the
+    trainer's own files into it before it is published; then ``after_checkpoint()``). With
     ``refresh_reference`` and ``beta > 0``, each iteration starts by copying the current weights into the
     reference policy. With ``token_budget``, the loop ends (after a checkpoint) at the first step that
     brings the generated tokens to the budget."""
     with _stop_on_ctrl_c() as stop:
-        _run_steps(run, state, step_fn, refresh_reference, after_checkpoint, stop)
+        _run_steps(run, state, step_fn, refresh_reference, after_checkpoint, save_extra, stop)
 
 
 @contextlib.contextmanager
@@ -407,6 +392,7 @@ def _run_steps(
     step_fn: Callable[[RunState, int], StepOutput | dict[str, Any]],
     refresh_reference: bool,
     after_checkpoint: Callable[[], None] | None,
+    save_extra: Callable[[Path], None] | None,
     stop: list[int],
 ) -> None:
     cfg = state.config
@@ -426,7 +412,7 @@ def _run_steps(
         signals = [s for s in all_gather_objects(stop[0]) if s]  # every process stops after the same step
         stopping = bool(signals)
         if state.step % cfg.checkpoint_every == 0 or state.step % cfg.steps_per_iteration == 0 or spent or stopping:
-            checkpoint(run, state)
+            checkpoint(run, state, save_extra)
             if after_checkpoint is not None:
                 after_checkpoint()
         if stopping:

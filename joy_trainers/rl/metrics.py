@@ -1,6 +1,7 @@
 """Metrics: one row per training step in ``metrics.jsonl`` with one vocabulary for every trainer
 (``charts/reward_mean``, ``groups/selected/<role>``, ``losses/kl``, ``time/rollout_s``, ...; see
-``docs/trainers/``), built by :func:`metrics_row` from a step's :class:`StepOutput`, and the reward curve."""
+``docs/trainers/``), built by :func:`~joy_trainers.rl.step.metrics_row` from a step's :class:`StepOutput`, and
+the reward curve."""
 
 from __future__ import annotations
 
@@ -12,14 +13,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from joy_trainers.distributed import all_gather_objects
 from joy_trainers.rl.groups import Group
 from joy_trainers.rundir import write_text_atomic, writing
-
-if TYPE_CHECKING:
-    from joy_trainers.rl.state import RunState
 
 
 class MetricsLog:
@@ -81,7 +78,8 @@ class Timer:
 
 @dataclass
 class StepOutput:
-    """What one training step did, for its metrics row (:func:`metrics_row`); every field is optional.
+    """What one training step did, for its metrics row (:func:`~joy_trainers.rl.step.metrics_row`); every field is
+    optional.
 
     A trainer's ``step`` returns one; the loop turns it into the ``metrics.jsonl`` row.
     """
@@ -102,82 +100,6 @@ class StepOutput:
     """Seconds per phase (``time/<phase>_s``)."""
     metrics: dict[str, Any] = field(default_factory=dict)
     """The trainer's own entries, added to the row as they are (e.g. ``losses/value_loss``)."""
-
-
-def metrics_row(state: RunState, step: int, out: StepOutput) -> dict[str, Any]:
-    """The metrics row of ``step`` (0-based) from its :class:`StepOutput`, summed / averaged over every
-    process; adds the step's generated tokens to ``state.tokens_total``."""
-    trajectories, groups, selected, continuations = out.trajectories, out.groups, out.selected, out.continuations
-    update_stats, memory_stats = out.update_stats, out.memory_stats
-    cfg = state.config
-    local = {
-        "rewards": [t.reward for t in trajectories],
-        "success": [float(t.success) for t in trajectories],
-        "domains": [(t.domain, t.reward) for t in trajectories],
-        "tokens": sum(t.generated_tokens for t in trajectories) + sum(t.generated_tokens for t in continuations),
-        "continuations": len(continuations),
-        "branched_nodes": len(groups) if groups and groups[0].role != "*" else 0,
-        "variances": [g.variance for g in groups],
-        "sample_rewards": [r for g in groups for r in g.rewards],
-        "selected_roles": [g.role for g in selected],
-        "selected_variances": [g.variance for g in selected],
-        "truncated": sum(1 for t in [*trajectories, *continuations] for n in t.nodes if n.prompt_truncated),
-    }
-    parts = all_gather_objects(local)
-
-    def cat(key: str) -> list[Any]:
-        return [x for p in parts for x in p[key]]
-
-    def mean(xs: Sequence[float]) -> float:
-        return float(sum(xs) / len(xs)) if xs else 0.0
-
-    rewards = cat("rewards")
-    tokens = sum(p["tokens"] for p in parts)
-    state.tokens_total += tokens
-    row: dict[str, Any] = {
-        "step": step + 1,
-        "iteration": step // cfg.steps_per_iteration + 1,
-        "charts/reward_mean": mean(rewards),
-        "charts/success_rate": mean(cat("success")),
-        "charts/sample_reward_mean": mean(cat("sample_rewards")),
-        "charts/tokens_generated": tokens,
-        "charts/tokens_generated_total": state.tokens_total,
-        "charts/episodes": len(rewards),
-        "sampling/continuations": sum(p["continuations"] for p in parts),
-        "sampling/branched_nodes": sum(p["branched_nodes"] for p in parts),
-        "groups/total": len(cat("variances")),
-        "groups/variance_mean": mean(cat("variances")),
-        "groups/nonzero_variance": sum(1 for v in cat("variances") if v > 0),
-        "groups/selected": len(cat("selected_roles")),
-        "groups/selected_variance_mean": mean(cat("selected_variances")),
-        "prompts/truncated": sum(p["truncated"] for p in parts),
-    }
-    by_domain: dict[str, list[float]] = {}
-    for d, r in cat("domains"):
-        by_domain.setdefault(d, []).append(r)
-    for d, rs in sorted(by_domain.items()):
-        row[f"charts/reward/{d}"] = mean(rs)
-    for role in state.team.roles:
-        row[f"groups/selected/{role}"] = sum(
-            1 for r in cat("selected_roles") if r == role or (r == "*" and role in update_stats)
-        )
-    updated = [s for s in update_stats.values() if s.get("samples")]
-    total = sum(s["samples"] for s in updated) or 1.0
-    for name in ("policy_loss", "kl", "clip_fraction"):
-        row[f"losses/{name}"] = sum(s[name] * s["samples"] for s in updated) / total if updated else 0.0
-    row["losses/roles_updated"] = len(updated)
-    for name, seconds in (out.timer.seconds if out.timer is not None else {}).items():
-        row[f"time/{name}_s"] = seconds
-    if state.banks:
-        lookups = sum(b.stats["lookups"] for b in state.banks.values())
-        hits = sum(b.stats["hits"] for b in state.banks.values())
-        row["memory/size"] = sum(len(b) for b in state.banks.values())
-        row["memory/hit_rate"] = hits / lookups if lookups else 0.0
-        row["memory/written"] = memory_stats.get("written", 0)
-        row["memory/evicted"] = memory_stats.get("evicted", 0)
-    row["time/wall_s"] = state.wall
-    row.update(out.metrics)
-    return row
 
 
 def plot_rewards(path: Path, rows: Sequence[dict[str, Any]], results: dict[str, Any]) -> None:

@@ -15,11 +15,12 @@ presets and its ``step`` and little else.
                                  update_stats=stats, timer=timer)
 
 ``train()`` is :class:`~joy_trainers.base.BaseTrainer`'s (claim, train, evaluate, results, on one or several
-processes); the RL part of it, :meth:`RLTrainer.run_training`, reads top to bottom: :func:`~joy_trainers.rl.prepare`
-(team, optimisers, engine, log), :meth:`init_state` (the trainer's own objects, e.g. a critic),
+processes); the RL part of it, :meth:`RLTrainer.run_training`, reads top to bottom: :meth:`start_state`, which is
+:func:`~joy_trainers.rl.prepare` (team, optimisers, engine, log), :meth:`init_state` (the trainer's own objects,
+e.g. a critic),
 :func:`~joy_trainers.rl.resume_or_evaluate` (a checkpoint with ``resume``, then :meth:`load_extra`; else the
-baseline evaluation), :func:`~joy_trainers.rl.run_steps` (one :meth:`run_step` per step; checkpoints call
-:meth:`save_extra`) and :func:`~joy_trainers.rl.finish`.
+baseline evaluation); then :func:`~joy_trainers.rl.run_steps` (one :meth:`run_step` per step; checkpoints call
+:meth:`save_extra`, which the loop is given) and :func:`~joy_trainers.rl.finish`.
 
 The optional hooks, each a plain public method with a documented default:
 
@@ -49,8 +50,9 @@ from joy_trainers.rl.loop import (
     start_config,
     write_outputs,
 )
-from joy_trainers.rl.metrics import StepOutput, Timer, metrics_row
+from joy_trainers.rl.metrics import StepOutput, Timer
 from joy_trainers.rl.state import RunState
+from joy_trainers.rl.step import metrics_row
 
 
 class RLTrainer(BaseTrainer):
@@ -79,12 +81,19 @@ class RLTrainer(BaseTrainer):
 
     def run_training(self) -> Trained:
         """Every step, from the starting team or the newest checkpoint; returns the trained team."""
+        state = self.start_state()
+        run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference, save_extra=self.save_extra)
+        return finish(state)
+
+    def start_state(self) -> RunState:
+        """In the claimed run directory (:meth:`~joy_trainers.base.BaseTrainer.claim_run_dir`): the run's state
+        ready for its first remaining step (:func:`~joy_trainers.rl.prepare`, :meth:`init_state`,
+        :func:`~joy_trainers.rl.resume_or_evaluate`), also kept as :attr:`state`. A script that drives the steps
+        itself calls ``claim_run_dir()``, then this, then :meth:`run_step` per step."""
         state = self.state = prepare(self.run, self.config, self.memory_config())
         self.init_state(state)
         resume_or_evaluate(self.run, state, load_extra=self.load_extra)
-        state.save_extra = self.save_extra
-        run_steps(self.run, state, self.run_step, refresh_reference=self.refresh_reference)
-        return finish(state)
+        return state
 
     def write_outputs(self, trained: Trained, results: dict[str, Any]) -> None:
         """The memory banks and ``reward_curve.png`` (:func:`~joy_trainers.rl.write_outputs`)."""

@@ -1,24 +1,21 @@
 """The policy update every RL trainer shares: one clipped-ratio step of one role from scored samples
-(:func:`policy_update`), run for every role that has samples (:func:`update_roles`), and the frozen
-reference policy of the KL term (:class:`ReferencePolicy`)."""
+(:func:`policy_update`; a step runs it for every role that has samples, :func:`~joy_trainers.rl.step.update_roles`),
+its settings (:class:`UpdateConfig`, :func:`update_config`), and the frozen reference policy of the KL term
+(:class:`ReferencePolicy`)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from joy_agents.prefill import prompt_batches
-from joy_trainers.distributed import all_gather_objects, all_reduce_sum
+from joy_trainers.distributed import all_reduce_sum
 from joy_trainers.losses import policy_loss
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rl.groups import Group, advantages_of
-
-if TYPE_CHECKING:
-    from joy_trainers.rl.state import RunState
 
 
 class ReferencePolicy:
@@ -198,52 +195,7 @@ def make_optimizers(team: Any, lr: float, weight_decay: float = 0.0) -> dict[str
     return {r: torch.optim.AdamW(team.trainable_parameters(r), lr=lr, weight_decay=weight_decay) for r in team.roles}
 
 
-def update_selected(state: RunState, selected: Sequence[Group], cfg: RLConfig) -> dict[str, Any]:
-    """Advantages of the selected groups, then ``update_epochs`` passes of one :func:`policy_update` per role
-    owning one of them (the same roles in the same order on every process); the last pass's statistics."""
-    per_role: dict[str, list[tuple[Any, float]]] = {}
-    for g, adv in zip(selected, advantages_of(selected, cfg.scale_rewards), strict=True):
-        if g.role == "*":  # a whole trajectory: every node shares its advantage
-            for nodes, a in zip(g.members, adv, strict=True):
-                for n in nodes:
-                    per_role.setdefault(n.role, []).append((n, a))
-        else:
-            for s, a in zip(g.samples, adv, strict=True):
-                per_role.setdefault(g.role, []).append((s, a))
-    ucfg = update_config(cfg)
-    stats: dict[str, Any] = {}
-    for _ in range(cfg.update_epochs):  # later passes: the clipped ratio bounds the change
-        stats = update_roles(state, per_role, ucfg, state.reference)
-    return stats
-
-
 def update_config(cfg: RLConfig, **overrides: Any) -> UpdateConfig:
     """The :class:`UpdateConfig` of a trainer config: its fields of the same names, but ``overrides`` (e.g.
     ``beta=0.0``)."""
     return UpdateConfig(**{f.name: getattr(cfg, f.name) for f in fields(UpdateConfig)} | overrides)
-
-
-def update_roles(
-    state: RunState,
-    per_role: dict[str, list[tuple[Any, float]]],
-    ucfg: UpdateConfig,
-    reference: ReferencePolicy | None = None,
-) -> dict[str, Any]:
-    """One :func:`policy_update` per role that has ``(sample, advantage)`` pairs on any process, in the same
-    order on every process, except the run's frozen roles (``state.frozen``: never updated, whatever their
-    samples; a state without the attribute freezes none); returns the statistics per updated role. A
-    micro-batch size halved after running out of memory is kept in ``state.micro_batch_size`` for later steps."""
-    frozen = getattr(state, "frozen", frozenset())
-    roles = sorted({r for rs in all_gather_objects(sorted(per_role)) for r in rs} - frozen)
-    fitted = getattr(state, "micro_batch_size", None)  # halved after an out-of-memory error in an earlier step
-    if fitted:
-        ucfg.micro_batch_size = min(ucfg.micro_batch_size, fitted)
-    start = ucfg.micro_batch_size
-    stats: dict[str, Any] = {}
-    for role in roles:
-        rows = per_role.get(role, [])
-        samples, advantages = [s for s, _ in rows], [a for _, a in rows]
-        stats[role] = policy_update(state.team, role, state.optimizers[role], samples, advantages, ucfg, reference)
-    if ucfg.micro_batch_size < start:
-        state.micro_batch_size = ucfg.micro_batch_size
-    return stats
