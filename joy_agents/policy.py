@@ -22,7 +22,7 @@ Example::
     samples = team.generate("math", [ids], SamplingConfig(temperature=1.0, max_new_tokens=64), num_samples=4)
     s = samples[0][0]              # sample 0 of prompt 0
     s.completion_ids, s.logprobs, s.text, s.finish_reason
-    lp = team.logprobs("math", [s.prompt_ids], [s.completion_ids])   # teacher-forced, with grad when enabled
+    lp = team.logprobs("math", [s.prompt_ids], [s.completion_ids], 1.0)  # teacher-forced, at the sampling's T
     team.save("runs/team"); team2 = TeamPolicy.load("runs/team", device="cuda")
 
 Sampling (``TeamPolicy.generate``):
@@ -384,13 +384,14 @@ class TeamPolicy:
         role: str,
         prompt_ids: list[list[int]],
         completion_ids: list[list[int]],
-        temperature: float = 1.0,
+        temperature: float,
         share_prefix: bool | None = None,
     ) -> list[torch.Tensor]:
         """Teacher-forced log-probs ``log_softmax(logits / temperature)`` of each completion token (batched).
 
         Returns one 1-D float32 tensor per row (length of its completion), with grad when grad is enabled.
-        ``temperature == 0`` means 1 (as in ``Sample.logprobs`` of greedy samples).
+        ``temperature`` is the one the completions were sampled at, always given (no default to drift from the
+        sampler's); ``temperature == 0`` means 1 (as in ``Sample.logprobs`` of greedy samples).
 
         ``share_prefix`` (default ``TeamConfig.share_prefix``): rows with the same prompt (a GRPO group's G
         completions) and the start all prompts share run those tokens once (:func:`prefill_shared`), then each

@@ -47,7 +47,7 @@ def test_sampled_logprobs_are_the_teacher_forced_ones(team):
     out = sample_many(team, requests, SamplingConfig(temperature=1.0, top_p=0.9, max_new_tokens=10), num_samples=3)
     assert [len(g) for g in out] == [3] * len(requests)
     for (role, prompt), group in zip(requests, out, strict=True):
-        lps = team.logprobs(role, [s.prompt_ids for s in group], [s.completion_ids for s in group])
+        lps = team.logprobs(role, [s.prompt_ids for s in group], [s.completion_ids for s in group], 1.0)
         for s, lp in zip(group, lps, strict=True):
             assert s.prompt_ids == prompt and len(s.logprobs) == len(s.completion_ids) == len(lp)
             assert torch.allclose(torch.tensor(s.logprobs), lp, atol=1e-4)

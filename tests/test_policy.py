@@ -455,7 +455,7 @@ def test_generate_restores_mode_and_generation_config(team):
         with torch.no_grad():
             flat = _flat(s)
             model.eval()
-            tf = team.logprobs("qa", [x.prompt_ids for x in flat], [x.completion_ids for x in flat])
+            tf = team.logprobs("qa", [x.prompt_ids for x in flat], [x.completion_ids for x in flat], 1.0)
         for x, lp in zip(flat, tf, strict=True):  # a leaked repetition penalty would change these
             assert torch.allclose(torch.tensor(x.logprobs), lp, atol=1e-4, rtol=0)
         # a leaked top_k=3 would keep every sampled token among the 3 most likely
@@ -522,23 +522,23 @@ def test_backward_reaches_only_the_roles_adapter(team):
     assert all(p.grad is None for p in base)
     # a joint loss over two roles (forwards one after the other) reaches both and nobody else
     clear()
-    joint = team.logprobs("qa", prompts, comps)[0].sum() + team.logprobs("math", prompts, comps)[1].sum()
+    joint = team.logprobs("qa", prompts, comps, 1.0)[0].sum() + team.logprobs("math", prompts, comps, 1.0)[1].sum()
     joint.backward()
     for r in ROLES:
         got = [p.grad is not None and p.grad.abs().sum() > 0 for p in params[r]]
         assert all(got) if r in ("qa", "math") else not any(got)
     clear()
     with torch.no_grad():
-        assert not team.logprobs("qa", prompts, comps)[0].requires_grad
+        assert not team.logprobs("qa", prompts, comps, 1.0)[0].requires_grad
 
 
 def test_logprobs_validation(team):
     with pytest.raises(ValueError, match="one completion per prompt"):
-        team.logprobs("qa", [[1, 2]], [[3], [4]])
+        team.logprobs("qa", [[1, 2]], [[3], [4]], 1.0)
     with pytest.raises(ValueError, match="out of range"):
-        team.logprobs("qa", [[1, 2]], [[10**6]])
-    assert team.logprobs("qa", [[1, 2]], [[]])[0].numel() == 0
-    mixed = team.logprobs("qa", [[1, 2], [1, 2, 3]], [[], [4, 5]])
+        team.logprobs("qa", [[1, 2]], [[10**6]], 1.0)
+    assert team.logprobs("qa", [[1, 2]], [[]], 1.0)[0].numel() == 0
+    mixed = team.logprobs("qa", [[1, 2], [1, 2, 3]], [[], [4, 5]], 1.0)
     assert [t.numel() for t in mixed] == [0, 2]
 
 
@@ -611,7 +611,7 @@ def test_full_finetune_roles_own_copies_save_load(tmp_path, model_dirs):
     cfg_s = SamplingConfig(temperature=0, max_new_tokens=6, stop=())
     before = {r: _flat(team.generate(r, prompts, cfg_s)) for r in ("qa", "math")}
     assert [s.logprobs for s in before["qa"]] != [s.logprobs for s in before["math"]]
-    lp = team.logprobs("math", prompts[:1], [before["math"][0].completion_ids])[0]
+    lp = team.logprobs("math", prompts[:1], [before["math"][0].completion_ids], 1.0)[0]
     lp.sum().backward()
     assert all(p.grad is None for p in qa.parameters())
     assert any(p.grad is not None for p in math_model.parameters())

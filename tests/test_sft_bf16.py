@@ -193,8 +193,8 @@ def test_bf16_team_samples_and_scores_like_float32(bf16_sft_run):
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=12)
     samples = sample_many(bf16, [("math", prompt)], sampling, num_samples=3)[0]
     for s in samples:
-        lp_bf16 = bf16.logprobs("math", [s.prompt_ids], [s.completion_ids])[0]
-        lp_fp32 = fp32.logprobs("math", [s.prompt_ids], [s.completion_ids])[0]
+        lp_bf16 = bf16.logprobs("math", [s.prompt_ids], [s.completion_ids], 1.0)[0]
+        lp_fp32 = fp32.logprobs("math", [s.prompt_ids], [s.completion_ids], 1.0)[0]
         # the engine's log-probs are what a bf16 teacher-forced pass gives, and near float32's
         assert torch.allclose(torch.tensor(s.logprobs), lp_bf16.float(), atol=BF16_LOGPROB_TOL)
         assert torch.allclose(lp_bf16.float(), lp_fp32, atol=BF16_LOGPROB_TOL)

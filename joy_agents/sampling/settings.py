@@ -208,9 +208,10 @@ class GenerationSettings:
 
 @dataclass
 class SamplingConfig:
-    """How to sample completions: temperature (0 = greedy), nucleus ``top_p``, a cap on new tokens, stop texts."""
+    """How to sample completions: temperature (0 = greedy), nucleus ``top_p``, a cap on new tokens, stop texts.
+    Each default is :class:`GenerationSettings`' own (greedy, no truncation, its token cap)."""
 
-    temperature: float = 1.0
+    temperature: float = GenerationSettings.temperature
     top_p: float = GenerationSettings.top_p
     max_new_tokens: int = GenerationSettings.max_new_tokens
     stop: tuple[str, ...] = (ANSWER_END, TOOL_CALL_END)
