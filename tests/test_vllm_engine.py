@@ -95,6 +95,8 @@ def test_sampled_logprobs_are_the_training_models(stand_in_vllm, team):
             assert s.prompt_ids == ids and len(s.logprobs) == len(s.completion_ids) > 0
             expected = team.logprobs(role, [s.prompt_ids], [s.completion_ids], 1.0)[0].detach()
             assert torch.tensor(s.logprobs) == pytest.approx(expected, abs=1e-5)
+    seconds = vllm_engine(team).seconds  # each part of the call timed on its own
+    assert set(seconds) == {"sync", "generate", "logprobs"} and all(v > 0 for v in seconds.values()), seconds
 
 
 def test_requests_of_different_settings_go_in_one_call_each_with_its_own(stand_in_vllm, team):

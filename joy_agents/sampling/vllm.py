@@ -60,6 +60,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -238,6 +239,9 @@ class VLLMEngine:
         self._next_id = 1
         self.adapters_sent = 0
         """Adapters written and sent to vLLM so far (the first time and after each change)."""
+        self.seconds = {"sync": 0.0, "generate": 0.0, "logprobs": 0.0}
+        """Wall seconds spent so far writing and sending changed adapters (``sync``), in vLLM's calls
+        (``generate``) and recomputing sampled turns' log-probs with the training model (``logprobs``)."""
 
     def sync(self, force: bool = False) -> int:
         """Send the adapters that changed since they were last sent (every adapter with ``force``); returns how
@@ -274,7 +278,10 @@ class VLLMEngine:
                 raise TypeError(f"sampling must be a SamplingConfig, got {type(setting).__name__}")
         if not requests:
             return []
+        started = time.perf_counter()
         self.sync()
+        synced = time.perf_counter()
+        self.seconds["sync"] += synced - started
         params_of: dict[tuple[str, int, Any], Any] = {}
         rules_of: dict[tuple[str, tuple[str, ...]], StopRules] = {}
         prompts, params, loras = [], [], []
@@ -331,7 +338,10 @@ class VLLMEngine:
                 s = group[0]
                 group.append(Sample(list(ids), list(s.completion_ids), list(s.logprobs), s.text, s.finish_reason))
             result.append(group)
+        generated = time.perf_counter()
+        self.seconds["generate"] += generated - synced
         self._training_logprobs(requests, result, [s.temperature for s in settings])
+        self.seconds["logprobs"] += time.perf_counter() - generated
         return result
 
     def _watched(self, call: Any) -> Any:
