@@ -47,6 +47,7 @@ def one_engine(args: argparse.Namespace) -> dict[str, Any]:
     """The steps of one engine in this process (see the module documentation)."""
     import torch
 
+    from joy_agents.sampling.vllm import running_engine
     from joy_trainers import rl
     from joy_trainers.base import close_vllm_engine
     from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
@@ -77,7 +78,7 @@ def one_engine(args: argparse.Namespace) -> dict[str, Any]:
         steps: list[dict[str, Any]] = []
 
         def step_fn(state: rl.RunState, step: int) -> dict[str, Any]:
-            engine = state.team.vllm_engine
+            engine = running_engine(state.team)
             before = dict(engine.seconds) if engine is not None else {}
             row = trainer.run_step(state, step)
             figures = {f"{p}_s": round(row.get(f"time/{p}_s", 0.0), 2) for p in PHASES}
@@ -93,8 +94,9 @@ def one_engine(args: argparse.Namespace) -> dict[str, Any]:
 
         rl.run_steps(trainer.run, state, step_fn, save_extra=trainer.save_extra)
         pids = [os.getpid()]
-        if state.team.vllm_engine is not None:
-            pids += [p.pid for p in state.team.vllm_engine.processes]
+        engine = running_engine(state.team)
+        if engine is not None:
+            pids += [p.pid for p in engine.processes]
         peak_mb = sum(peak_rss_kb(pid) for pid in pids) / 1024
         close_vllm_engine(state.team)
     finally:

@@ -154,9 +154,6 @@ class TeamPolicy:
         self._models: dict[str, torch.nn.Module] = {}
         self._shared: Any = None  # PeftModel holding the shared roles' adapters (use_lora only)
         self._shared_roles = tuple(r for r in config.roles if r not in config.separate_models)
-        self.vllm_engine: Any = None
-        """The team's vLLM engine once the ``vllm`` engine sampled it (:func:`joy_agents.sampling.vllm.vllm_engine`),
-        kept for every later rollout of the run."""
 
         def load(path: str) -> torch.nn.Module:
             m = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=self._torch_dtype)

@@ -164,9 +164,7 @@ class BaseTrainer:
 
 
 def close_vllm_engine(team: Any) -> None:
-    """Shut down ``team``'s vLLM engine, if it has one (its processes and memory go with it); a later sampling with
-    the ``vllm`` engine starts a new one."""
-    engine = getattr(team, "vllm_engine", None)
-    if engine is not None:
-        team.vllm_engine = None
-        engine.close()
+    """Shut down ``team``'s vLLM engine, if it has one (:func:`joy_agents.sampling.vllm.close_engine`)."""
+    from joy_agents.sampling.vllm import close_engine  # the module imports no vLLM until an engine is built
+
+    close_engine(team)

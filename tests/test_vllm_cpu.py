@@ -15,6 +15,7 @@ import torch
 from quick_runs import SMALL_RL
 
 from joy_agents.sampling.settings import INSTALL_HINT, GenerationSettings, VLLMEngineError, vllm_available
+from joy_agents.sampling.vllm import running_engine, vllm_engine
 
 pytestmark = pytest.mark.skipif(not vllm_available(), reason=f"needs vLLM: {INSTALL_HINT}")
 
@@ -29,8 +30,6 @@ LOGPROB_TOL = 1e-4
 @pytest.fixture(scope="module")
 def served(make_distinct_team):
     """A team whose roles' adapters differ, with its vLLM engine started once for the module."""
-    from joy_agents.sampling.vllm import vllm_engine
-
     team = make_distinct_team(3)
     engine = vllm_engine(team)
     yield team
@@ -74,7 +73,7 @@ def test_greedy_logprobs_agree_with_the_training_model(served):
 
     ids = served.encode_prompt("math", [{"role": "user", "content": "What is 17 + 25?"}], None)
     requests = [(role, ids, 1) for role in served.roles]
-    out = served.vllm_engine.generate(requests, SamplingConfig(0.0, 1.0, 24, ("</answer>",)))
+    out = vllm_engine(served).generate(requests, SamplingConfig(0.0, 1.0, 24, ("</answer>",)))
     worst = 0.0
     for (role, _, _), (sample,) in zip(requests, out, strict=True):
         assert len(sample.logprobs) == len(sample.completion_ids) > 0
@@ -89,7 +88,7 @@ def test_greedy_samples_of_one_prompt_are_the_one_greedy_sample(served):
     from joy_agents.policy import SamplingConfig
 
     ids = served.encode_prompt("math", [{"role": "user", "content": "What is 3 + 4?"}], None)
-    (group,) = served.vllm_engine.generate([("math", ids, 3)], SamplingConfig(0.0, 1.0, 12, ("</answer>",)))
+    (group,) = vllm_engine(served).generate([("math", ids, 3)], SamplingConfig(0.0, 1.0, 12, ("</answer>",)))
     assert len(group) == 3 and len({tuple(s.completion_ids) for s in group}) == 1  # vLLM refuses n > 1 greedy
     assert group[0] is not group[1] and group[0].logprobs == group[2].logprobs
 
@@ -98,7 +97,7 @@ def test_sampled_turns_carry_the_training_models_logprobs(served):
     from joy_agents.policy import SamplingConfig
 
     ids = served.encode_prompt("qa", [{"role": "user", "content": "Who wrote Dune?"}], None)
-    (group,) = served.vllm_engine.generate([("qa", ids, 3)], SamplingConfig(1.0, 1.0, 16, ("</answer>",)))
+    (group,) = vllm_engine(served).generate([("qa", ids, 3)], SamplingConfig(1.0, 1.0, 16, ("</answer>",)))
     assert len(group) == 3 and len({tuple(s.completion_ids) for s in group}) > 1  # sampled, from the engine's seed
     for s in group:
         with torch.no_grad():
@@ -110,7 +109,7 @@ def test_an_optimiser_step_reaches_vllm_and_only_the_changed_adapter_is_sent(ser
     """Last of the shared-engine tests: it trains the team's ``math`` adapter."""
     from joy_agents.policy import SamplingConfig
 
-    engine = served.vllm_engine
+    engine = vllm_engine(served)
     greedy = SamplingConfig(0.0, 1.0, 16, ("</answer>",))
     ids = served.encode_prompt("math", [{"role": "user", "content": "What is 2 + 2?"}], None)
     target = served.tokenizer.encode("<answer>banana</answer>", add_special_tokens=False)
@@ -222,7 +221,7 @@ def test_a_joyagents_grpo_run_whose_engine_dies_is_one_line_and_resumes(sft_run,
 
     def dying(self, state, index, tasks, timer):  # the engine's processes are killed before the second step
         if index == 1:
-            for process in state.team.vllm_engine.processes:
+            for process in running_engine(state.team).processes:  # the run's engine, started
                 os.kill(process.pid, signal.SIGKILL)
         return step(self, state, index, tasks, timer)
 

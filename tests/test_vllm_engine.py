@@ -83,6 +83,31 @@ def test_changed_adapters_are_sent_again_and_only_they(stand_in_vllm, team):
     assert [i for i, _ in llm.loaded][-1] == 11
 
 
+def test_the_engine_is_found_by_its_team_and_keeps_it_not_alive(stand_in_vllm, make_distinct_team):
+    """The team knows no engine: the engines are a table keyed weakly by team, and an engine holds its team
+    weakly, so a team dropped by its user takes its entry with it; ``close_engine`` shuts one down."""
+    import gc
+    import weakref
+
+    from joy_agents.sampling.vllm import close_engine, running_engine
+
+    team = make_distinct_team(1)
+    assert running_engine(team) is None and not hasattr(team, "vllm_engine")
+    engine = vllm_engine(team)
+    assert running_engine(team) is engine and engine.team is team
+    gone = weakref.ref(team)
+    del team
+    gc.collect()
+    assert gone() is None  # the engine did not keep its team alive
+    with pytest.raises(RuntimeError, match="the team this vllm engine served is gone"):
+        engine.sync()
+    other = make_distinct_team(1)
+    vllm_engine(other)
+    close_engine(other)
+    assert running_engine(other) is None and vllm_engine(other) is not engine
+    close_engine(other)
+
+
 def test_sampled_logprobs_are_the_training_models(stand_in_vllm, team):
     ids = team.encode_prompt("qa", [{"role": "user", "content": "Who wrote Dune?"}], None)
     sampling = SamplingConfig(1.0, 1.0, 24, ("</answer>",))

