@@ -51,8 +51,8 @@ class RLConfig(RunConfig):
     """G: samples per group (paper: 5)."""
     temperature: float = 1.2
     """Temperature of the G samples (paper: 1.2)."""
-    top_p: float = 1.0
-    """Nucleus sampling of the G samples."""
+    top_p: float = GenerationSettings.top_p
+    """Nucleus sampling of the G samples (default: no truncation)."""
     lr: float = 1e-6
     """Learning rate of every role's optimiser (paper: 1e-6)."""
     update_epochs: int = 1

@@ -25,11 +25,11 @@ def trajectory_groups(
     tasks: Sequence[int],
     group_size: int,
     temperature: float,
-    top_p: float = 1.0,
+    top_p: float | None = None,
     memory_time: int = 0,
 ) -> tuple[list[Group], list[Any], list[Any]]:
-    """G whole trajectories per task, every role sampling at ``temperature``: one joint group per task
-    (``memory_time``: the step, for the memory banks' decay, when the roles have banks).
+    """G whole trajectories per task, every role sampling at ``temperature`` and ``top_p`` (default: the run's
+    settings'): one joint group per task. ``memory_time`` is the step, for the memory banks' decay.
 
     Returns ``(groups, trajectories, [])`` (no separate continuations)."""
     sampling = state.settings.sampling(temperature, top_p)
