@@ -13,6 +13,7 @@ from joy_agents.rollout import RolloutConfig, RolloutEngine
 from joy_agents.sampling import continuous as engine_module
 from joy_agents.sampling.continuous import ContinuousSampler
 from joy_agents.sampling.drafts import PromptLookup, accepted_length, step_width
+from joy_agents.sampling.runner import LaneRunner
 from joy_agents.sampling.settings import GenerationSettings
 
 
@@ -120,7 +121,7 @@ def test_drafted_greedy_samples_equal_plain_decoding_in_fewer_forwards(distinct_
     roles through PEFT's own per-row adapters (the path of LoRA variants that StackedLoRA does not cover)."""
     team = distinct_team
     if path == "adapter_names":
-        monkeypatch.setattr(ContinuousSampler, "_stacked", lambda self, lane: None)
+        monkeypatch.setattr(LaneRunner, "stacked", lambda self: None)
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=12, stop=("</answer>",))
     requests = _requests(team)
     plain, plain_stats = _sample(team, requests, sampling, draft_tokens=0, max_rows=3)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -233,8 +236,13 @@ def test_close_frees_the_rows_kept_prefixes_and_stacked_adapters(team):
         sampler.submit("qa", _prompt(team, "qa", "hello " * 10), 0)
         sampler.submit("math", _prompt(team, "math", "hello " * 10), 1)
         _drain(sampler)
-        assert any(lane.prefixes for lane in sampler._lanes.values()) and sampler._stack is not None
-    assert not sampler._lanes and sampler._stack is None and not sampler.busy
+        lanes = list(sampler._lanes.values())
+        assert any(lane.prefixes for lane in lanes) and any(lane.runner._stack is not None for lane in lanes)
+        runners = [weakref.ref(lane.runner) for lane in lanes]
+        del lanes
+    assert not sampler._lanes and not sampler.busy
+    gc.collect()
+    assert all(runner() is None for runner in runners)  # their batches and stacked adapters went with them
 
 
 def test_bad_requests_are_refused_by_name(team):
@@ -276,3 +284,63 @@ def test_a_model_with_a_sliding_window_is_sampled_per_role(tmp_path):
     assert [g[0].completion_ids for g in got] == expected
     (warning,) = [w for w in caught if "engine continuous" in str(w.message)]  # announced once, in one line
     assert "sampling with engine generate" in str(warning.message) and "\n" not in str(warning.message)
+
+
+# ------------------------------------------------------------------ the three parts, each alone
+def test_the_runner_gives_the_models_own_next_token_logits_for_each_row(team):
+    """:class:`LaneRunner` alone: rows prefilled into its slot batch (two roles, prompts of different lengths),
+    then one forward gives each row the logits its own role's model gives after its prompt."""
+    from types import SimpleNamespace
+
+    from joy_agents.sampling.runner import LaneRunner
+    from joy_agents.sampling.stats import EngineStats
+
+    model = team.model_for("qa")
+    runner = LaneRunner(team, model, team.tokenizer_for("qa"), EngineStats())
+    rows = [SimpleNamespace(role=r, context=_prompt(team, r, "x" * n)) for r, n in (("qa", 3), ("math", 9))]
+    for row in rows:
+        runner.prefill(row.role, [row])
+    with torch.no_grad():
+        logits = runner.forward({})
+    assert logits.shape[:2] == (2, 1) and runner.stats.decode_forwards == 1
+    for i, row in enumerate(rows):
+        with torch.no_grad():
+            team.activate(row.role)
+            want = model(input_ids=torch.tensor([row.context])).logits[0, -1]
+        torch.testing.assert_close(logits[i, 0], want, atol=1e-4, rtol=1e-4)
+
+
+def test_rows_sample_with_their_own_settings_in_one_call_per_setting():
+    from joy_agents.sampling.tokens import sample_rows, sample_tokens
+
+    logits = torch.randn(3, 2, 11, generator=torch.Generator().manual_seed(0))
+    greedy, hot = SamplingConfig(temperature=0.0), SamplingConfig(temperature=1.0, top_p=0.5)
+    tokens, logprobs = sample_rows(logits, [greedy, hot, None])  # a free slot samples with either
+    assert tokens.shape == logprobs.shape == (3, 2)
+    assert tokens[0].tolist() == logits[0].argmax(-1).tolist()
+    torch.testing.assert_close(logprobs[0], torch.log_softmax(logits[0], -1).gather(-1, tokens[0, :, None])[:, 0])
+    top = torch.softmax(logits[1], -1).sort(-1, descending=True)
+    for position, token in enumerate(tokens[1].tolist()):  # within the nucleus of top_p 0.5
+        order = top.indices[position].tolist()
+        kept = 1 + int((top.values[position].cumsum(0) < 0.5).sum())
+        assert token in order[:kept]
+    torch.manual_seed(1)
+    one = sample_tokens(logits.reshape(-1, 11), 1.0, 0.5)[0]
+    torch.manual_seed(1)
+    alike = sample_rows(logits, [hot, hot, hot])[0]  # one setting: exactly sample_tokens over all rows
+    assert alike.reshape(-1).tolist() == one.tolist()
+
+
+def test_a_row_takes_its_tokens_up_to_the_first_that_ends_it(team):
+    from joy_agents.sampling.tokens import take_tokens, team_stop_rules
+
+    rules = team_stop_rules(team, "qa", ("</answer>",))
+    end = min(rules.end_ids)
+    a, b, c = [t for t in range(10, 100) if t not in rules.end_ids][:3]  # ids that end nothing
+    tokens, logprobs = [a], [-0.5]
+    assert take_tokens(tokens, logprobs, [b, c], [-1.0, -2.0], rules, cap=10) is None
+    assert tokens == [a, b, c] and logprobs == [-0.5, -1.0, -2.0]
+    assert take_tokens(tokens, logprobs, [end, a], [-0.1, -0.2], rules, cap=10) == "stop"
+    assert tokens == [a, b, c, end]  # the token after the stop is not taken
+    capped: list[int] = []
+    assert take_tokens(capped, [], [a, a, a], [0.0, 0.0, 0.0], rules, cap=2) == "length" and capped == [a, a]

@@ -29,6 +29,12 @@ finished in it:
   forwards. A step's drafts are cut to the width that at least half of the running rows fill, so that padding never
   outweighs the drafted positions. The columns of rejected drafts are masked out, and cut at the next compaction.
 
+Three parts, one job each: this module's :class:`ContinuousSampler` is the *scheduler* (which requests join a
+lane's batch, which rows draft and which leave, kept prefixes, running out of memory); a
+:class:`~joy_agents.sampling.runner.LaneRunner` per model is the *runner* (prefills and the decode forward over the
+slot batch with each row's adapter, returning logits); :func:`~joy_agents.sampling.tokens.sample_rows` and
+:func:`~joy_agents.sampling.tokens.take_tokens` are the pure *sample-and-stop* step over the rows' own settings.
+
 Sampling and stops are those of every engine (:mod:`joy_agents.sampling.tokens`): tokens and log-probs by
 :func:`~joy_agents.sampling.tokens.sample_tokens` from the raw logits, a row ended by
 :meth:`StopRules.reason <joy_agents.sampling.tokens.StopRules.reason>` (end-of-turn and EOS ids, ``stop`` strings
@@ -54,7 +60,6 @@ decode steps (on a GPU, the ``vllm`` engine has them: :mod:`joy_agents.sampling.
 from __future__ import annotations
 
 import collections
-import contextlib
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,14 +70,14 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from joy_agents.adapters import hf_model
 from joy_agents.config import Sample, SamplingConfig, as_id_list
 from joy_agents.policy import TeamPolicy
-from joy_agents.prefill import cache_argument, length_buckets, plain_layout, prefill_shared, prompt_layout
+from joy_agents.prefill import length_buckets
 from joy_agents.sampling.drafts import PromptLookup, accepted_length, step_width
 from joy_agents.sampling.kv_slots import SlotBatch
 from joy_agents.sampling.prefix_cache import KeptPrefix, PrefixCache
+from joy_agents.sampling.runner import LaneRunner
 from joy_agents.sampling.settings import GenerationSettings, check_count, request_sampling
-from joy_agents.sampling.stacked_lora import StackedLoRA
 from joy_agents.sampling.stats import EngineStats
-from joy_agents.sampling.tokens import StopRules, sample_tokens, team_stop_rules
+from joy_agents.sampling.tokens import StopRules, sample_rows, take_tokens, team_stop_rules
 
 __all__ = ["ContinuousSampler", "continuous_supported"]
 
@@ -114,32 +119,24 @@ class _Row:
 
 
 class _Lane:
-    """The running batch of one model (:class:`~joy_agents.sampling.kv_slots.SlotBatch`), its waiting rows, kept
+    """The scheduler's side of one model: its runner (the model, its slot batch), its waiting rows, its kept
     prefixes and the rows it may admit at once and decode together (halved when memory runs out)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, shared: bool, device: torch.device, rows: int) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.shared = shared  # a PeftModel holding several roles' adapters
-        self.device = device
-        self.batch = self.new_batch()
+    def __init__(self, runner: LaneRunner, rows: int, prefix_tokens: int) -> None:
+        self.runner = runner
         self.waiting: collections.deque[_Row] = collections.deque()
-        self.prefixes: PrefixCache | None = None
+        self.prefixes = PrefixCache(prefix_tokens)
         self.max_rows = rows
         self.max_joiners = rows
-        self._parameters = list(model.parameters())
-        self.version = self.weights_version()
+        self.version = runner.weights_version()
 
-    def new_batch(self) -> SlotBatch:
-        return SlotBatch(hf_model(self.model).config, self.device, int(self.tokenizer.pad_token_id))
-
-    def weights_version(self) -> int:
-        """Grows whenever a weight of the model changes in place (an optimizer step, ``load_state_dict``)."""
-        return sum(p._version for p in self._parameters)
+    @property
+    def batch(self) -> SlotBatch:
+        return self.runner.batch
 
     @property
     def running(self) -> int:
-        return len(self.batch.live)
+        return len(self.runner.batch.live)
 
 
 class ContinuousSampler:
@@ -184,7 +181,6 @@ class ContinuousSampler:
         self._role_lane: dict[str, _Lane] = {}
         self._rules: dict[tuple[int, tuple[str, ...]], StopRules] = {}
         self._training: list[torch.nn.Module] = []
-        self._stack: StackedLoRA | None = None
 
     # ------------------------------------------------------------------ requests
     def submit(
@@ -213,10 +209,8 @@ class ContinuousSampler:
         if role not in self._role_lane:
             model = self.team.model_for(role)
             if id(model) not in self._lanes:
-                shared = model is self.team.shared_model
-                lane = _Lane(model, self.team.tokenizer_for(role), shared, self.team.device, self.max_rows)
-                lane.prefixes = PrefixCache(self.prefix_tokens)
-                self._lanes[id(model)] = lane
+                runner = LaneRunner(self.team, model, self.team.tokenizer_for(role), self.stats)
+                self._lanes[id(model)] = _Lane(runner, self.max_rows, self.prefix_tokens)
             self._role_lane[role] = self._lanes[id(model)]
         return self._role_lane[role]
 
@@ -235,9 +229,10 @@ class ContinuousSampler:
             for lane in self._lanes.values():
                 if not (lane.running or lane.waiting):
                     continue
-                if lane.model.training:  # switched once per sampler (walking the modules costs), restored by close
-                    self._training.append(lane.model)
-                    lane.model.eval()
+                model = lane.runner.model
+                if model.training:  # switched once per sampler (walking the modules costs), restored by close
+                    self._training.append(model)
+                    model.eval()
                 joining: list[_Row] = []
                 try:
                     self._admit(lane, joining)
@@ -256,7 +251,7 @@ class ContinuousSampler:
         for model in self._training:
             model.train()
         self._training = []
-        self._lanes, self._role_lane, self._rules, self._stack = {}, {}, {}, None
+        self._lanes, self._role_lane, self._rules = {}, {}, {}
 
     def __enter__(self) -> ContinuousSampler:
         return self
@@ -270,11 +265,11 @@ class ContinuousSampler:
         prefill) or decodes together (after a decode step); a one-line error when one row is already the least."""
         running = [lane.batch.rows[i] for i in lane.batch.live]
         taken = running + [r for r in joining if all(r is not x for x in running)]
-        lane.batch = lane.new_batch()
+        lane.runner.batch = lane.runner.new_batch()
         lane.waiting.extendleft(reversed(taken))
-        assert lane.prefixes is not None
         lane.prefixes.clear()
-        self._stack = None
+        for each in self._lanes.values():  # free every stacked copy of the adapters too
+            each.runner.drop_stacked()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         self.stats.oom_retries += 1
@@ -304,13 +299,11 @@ class ContinuousSampler:
         room = min(lane.max_rows - lane.running, lane.max_joiners)
         if room <= 0 or not lane.waiting:
             return
-        assert lane.prefixes is not None
-        version = lane.weights_version()
+        version = lane.runner.weights_version()
         if version != lane.version:  # the weights changed: kept caches and the stacked adapters are stale
             lane.prefixes.clear()
             lane.version = version
-            if lane.shared:
-                self._stack = None
+            lane.runner.drop_stacked()
         joiners += [lane.waiting.popleft() for _ in range(min(room, len(lane.waiting)))]
         self.stats.prompt_tokens += sum(len(r.context) for r in joiners)
         by_role: dict[str, list[_Row]] = {}
@@ -323,77 +316,14 @@ class ContinuousSampler:
                 reusing.setdefault(row.role, []).append((row, *found))
         for role, rows in by_role.items():
             for group in length_buckets([r.context for r in rows]):  # prompts of like lengths together
-                self._prefill(lane, role, [rows[i] for i in group])
+                lane.runner.prefill(role, [rows[i] for i in group])
         for role, items in reusing.items():
             rests = [row.context[n:-1] for row, _, n in items]
             for group in length_buckets(rests, shared=False):  # each row's rest is run whole
-                self._extend(lane, role, [items[i] for i in group])
-
-    def _adapter(self, lane: _Lane, role: str) -> Any:
-        """A context in which ``lane.model`` runs ``role``'s adapter for every row."""
-        stacked = self._stacked(lane) if lane.shared else None
-        if stacked is None:
-            self.team.activate(role)
-            return contextlib.nullcontext()
-        stacked.set_rows([role])  # one role: its mask broadcasts over any number of rows
-        return stacked
-
-    def _prefill(self, lane: _Lane, role: str, rows: list[_Row]) -> None:
-        """Prefill the prompts of ``rows`` (all ``role``'s), shared parts once, and add them to the batch."""
-        device = self.team.device
-        pad_id = int(lane.tokenizer.pad_token_id)
-        prompts = [r.context for r in rows]
-        layout = prompt_layout(prompts, pad_id, device) if self.team.config.share_prefix else None
-        layout = layout or plain_layout(prompts, pad_id, device)
-        with self._adapter(lane, role):
-            cache, _ = prefill_shared(lane.model, layout)
-        self.stats.prefill_forwards += 1 + (layout.common > 0)
-        width = layout.ids.shape[1]
-        mask = layout.mask[layout.index, : width - 1]  # (n, W-1)
-        last = layout.ids[layout.index, width - 1]  # (n,)
-        pos = layout.positions[layout.index, width - 1]  # (n,)
-        lane.batch.add(rows, cache, mask, last, pos)
-
-    def _extend(self, lane: _Lane, role: str, items: list[tuple[_Row, KeptPrefix, int]]) -> None:
-        """Add rows whose prompts start with kept prefixes: each row's kept keys and values (right-aligned), then
-        one forward over the rest of every prompt but its last token, padding between them masked out."""
-        assert lane.prefixes is not None
-        device = self.team.device
-        pad_id = int(lane.tokenizer.pad_token_id)
-        self.stats.reused_tokens += sum(n for _, _, n in items)
-        contexts = [row.context for row, _, _ in items]
-        rests = [c[n:-1] for c, (_, _, n) in zip(contexts, items, strict=True)]
-        width = max(len(r) for r in rests)
-        cache, kept = lane.prefixes.cache_of([(e, n) for _, e, n in items], hf_model(lane.model).config)
-        mask = torch.zeros((len(items), kept + width), dtype=torch.long)
-        ids = torch.full((len(items), width), pad_id, dtype=torch.long)
-        positions = torch.zeros((len(items), width), dtype=torch.long)
-        for i, ((_, _, n), rest) in enumerate(zip(items, rests, strict=True)):
-            mask[i, kept - n : kept] = 1
-            if rest:
-                ids[i, width - len(rest) :] = torch.tensor(rest)
-                mask[i, kept + width - len(rest) :] = 1
-                positions[i, width - len(rest) :] = torch.arange(n, n + len(rest))
-        mask, ids, positions = mask.to(device), ids.to(device), positions.to(device)
-        if width:
-            with self._adapter(lane, role):
-                lane.model(
-                    input_ids=ids,
-                    attention_mask=mask,
-                    position_ids=positions,
-                    use_cache=True,
-                    logits_to_keep=1,
-                    **{cache_argument(type(hf_model(lane.model))): cache},
-                )
-            self.stats.prefill_forwards += 1
-        rows = [row for row, _, _ in items]
-        last = torch.tensor([c[-1] for c in contexts], device=device)
-        pos = torch.tensor([len(c) - 1 for c in contexts], device=device)
-        lane.batch.add(rows, cache, mask, last, pos)
+                lane.runner.extend(role, [items[i] for i in group], lane.prefixes)
 
     def _keep_prefixes(self, lane: _Lane, finished: list[int]) -> None:
         """Keep the KV cache of the finished slots' rows (their prompt and completion but the last token)."""
-        assert lane.prefixes is not None
         for i in finished:
             row = lane.batch.rows[i]
             lane.prefixes.keep(row.role, (row.prompt + row.tokens)[:-1], lambda n, i=i: lane.batch.row_kv(i, limit=n))
@@ -421,52 +351,24 @@ class ContinuousSampler:
         """One decode forward over every row of ``lane`` (and its drafts); the samples that finished."""
         batch = lane.batch
         live = batch.live
-        first = batch.rows[live[0]].role
-        roles = [r.role if r is not None else first for r in batch.rows]  # a free slot runs any role
-        extra: dict[str, Any] = {cache_argument(type(hf_model(lane.model))): batch.cache}
-        stacked = self._stacked(lane) if lane.shared else None
-        if stacked is not None:
-            stacked.set_rows(roles if len(set(roles)) > 1 else roles[:1])  # each row through its role's adapter
-        elif lane.shared and len(set(roles)) > 1:
-            extra["adapter_names"] = roles  # PEFT's mixed batches (LoRA variants)
-        else:
-            self.team.activate(first)
         drafts = self._drafts(batch, live) if self.draft_tokens and len(live) <= self.draft_max_rows else {}
-        input_ids, mask, positions = batch.inputs(drafts)
-        width = input_ids.shape[1]
-        with stacked or contextlib.nullcontext():
-            out = lane.model(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                use_cache=True,
-                logits_to_keep=width,
-                **extra,
-            )
-        logits = out.logits[:, -width:]
-        tokens, logprobs = self._sample(logits, [r.sampling if r is not None else None for r in batch.rows])
+        logits = lane.runner.forward(drafts)
+        width = logits.shape[1]
+        tokens, logprobs = sample_rows(logits, [r.sampling if r is not None else None for r in batch.rows])
         host = torch.stack([tokens.to(logprobs.dtype), logprobs]).tolist()  # the one host copy of the step
         ids, lps = [[int(t) for t in row] for row in host[0]], host[1]  # ids < 2**24 are exact in float32
-        accepted = [accepted_length(drafts.get(i, ()), ids[i]) for i in range(len(roles))]
+        accepted = [accepted_length(drafts.get(i, ()), ids[i]) for i in range(len(ids))]
         batch.advance(tokens[:, 0] if width == 1 else tokens, accepted)
-        self.stats.decode_forwards += 1
-        self.stats.rows_decoded += len(roles)
-        self.stats.draft_positions += len(roles) * (width - 1)
         done: list[tuple[int, str]] = []
         for i in live:
             row, kept = batch.rows[i], accepted[i]
-            rules, cap = row.rules, row.sampling.max_new_tokens
             if i in drafts:
                 self.stats.draft_tokens += len(drafts[i])
                 self.stats.draft_tokens_kept += kept
             start = len(row.tokens)
-            reason = None
-            for tok, lp in zip(ids[i][: kept + 1], lps[i][: kept + 1], strict=True):
-                row.tokens.append(tok)
-                row.logprobs.append(lp)
-                reason = rules.reason(row.tokens, cap)
-                if reason:
-                    break
+            reason = take_tokens(
+                row.tokens, row.logprobs, ids[i][: kept + 1], lps[i][: kept + 1], row.rules, row.sampling.max_new_tokens
+            )
             if reason:
                 done.append((i, reason))
             elif row.lookup is not None:
@@ -487,29 +389,6 @@ class ContinuousSampler:
         return finished
 
     @staticmethod
-    def _sample(logits: torch.Tensor, settings: list[SamplingConfig | None]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The tokens and log-probs of every slot's positions (``logits``: slots, width, vocab), each row with its
-        request's temperature and ``top_p`` (a free slot's row with any): two (slots, width) tensors. Rows of one
-        setting are sampled in one call, all of them when every row has the same."""
-        slots, width = logits.shape[:2]
-        known = [s for s in settings if s is not None]
-        kinds = {(s.temperature, s.top_p) for s in known}
-        if len(kinds) == 1:
-            (temperature, top_p), flat = kinds.pop(), logits.reshape(-1, logits.shape[-1])
-            tokens, logprobs = sample_tokens(flat, temperature, top_p)  # (slots * width,)
-            return tokens.view(slots, width), logprobs.view(slots, width)
-        tokens = torch.zeros((slots, width), dtype=torch.long, device=logits.device)
-        logprobs = torch.zeros((slots, width), dtype=torch.float32, device=logits.device)
-        kind_of = [(s.temperature, s.top_p) if s is not None else None for s in settings]
-        for kind in sorted(kinds):
-            rows = [i for i, k in enumerate(kind_of) if k == kind]
-            temperature, top_p = kind
-            index = torch.tensor(rows, device=logits.device)
-            picked, lps = sample_tokens(logits[index].reshape(-1, logits.shape[-1]), temperature, top_p)
-            tokens[index], logprobs[index] = picked.view(len(rows), width), lps.view(len(rows), width)
-        return tokens, logprobs
-
-    @staticmethod
     def _texts(rows: list[_Row]) -> list[str]:
         """The texts of finished ``rows``, each row's decoded by its stop rules (rows of one rule set together)."""
         texts: list[str] = [""] * len(rows)
@@ -521,10 +400,3 @@ class ContinuousSampler:
             for n, text in zip(idx, decoded, strict=True):
                 texts[n] = text
         return texts
-
-    def _stacked(self, lane: _Lane) -> StackedLoRA | None:
-        """The lane's :class:`StackedLoRA` (built once per sampler), or None where it does not apply."""
-        if self._stack is None:
-            roles = tuple(r for r in self.team.roles if self.team.model_for(r) is lane.model)
-            self._stack = StackedLoRA(lane.model, roles)
-        return self._stack if self._stack.supported else None

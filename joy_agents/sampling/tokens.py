@@ -33,9 +33,11 @@ __all__ = [
     "candidate_list",
     "draw_tokens",
     "nucleus_logits",
+    "sample_rows",
     "sample_tokens",
     "stop_end_candidates",
     "stop_rules",
+    "take_tokens",
     "team_stop_rules",
 ]
 
@@ -68,6 +70,46 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> tup
 
 DRAW_BLOCK = 1024
 """Vocabulary entries per block of :func:`draw_tokens`."""
+
+
+def sample_rows(logits: torch.Tensor, settings: Sequence[Any | None]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens and log-probs of every row's positions (``logits``: rows, width, vocab), each row with the
+    temperature and ``top_p`` of its own settings (a :class:`~joy_agents.sampling.settings.SamplingConfig`; None: a
+    free row, sampled with any): two (rows, width) tensors. Rows of one setting are sampled in one call, all of them
+    when every row has the same, so a batch of one setting samples exactly as :func:`sample_tokens` does."""
+    slots, width = logits.shape[:2]
+    known = [s for s in settings if s is not None]
+    kinds = {(s.temperature, s.top_p) for s in known}
+    if len(kinds) == 1:
+        (temperature, top_p), flat = kinds.pop(), logits.reshape(-1, logits.shape[-1])
+        tokens, logprobs = sample_tokens(flat, temperature, top_p)  # (slots * width,)
+        return tokens.view(slots, width), logprobs.view(slots, width)
+    tokens = torch.zeros((slots, width), dtype=torch.long, device=logits.device)
+    logprobs = torch.zeros((slots, width), dtype=torch.float32, device=logits.device)
+    kind_of = [(s.temperature, s.top_p) if s is not None else None for s in settings]
+    for kind in sorted(kinds):
+        rows = [i for i, k in enumerate(kind_of) if k == kind]
+        temperature, top_p = kind
+        index = torch.tensor(rows, device=logits.device)
+        picked, lps = sample_tokens(logits[index].reshape(-1, logits.shape[-1]), temperature, top_p)
+        tokens[index], logprobs[index] = picked.view(len(rows), width), lps.view(len(rows), width)
+    return tokens, logprobs
+
+
+def take_tokens(
+    tokens: list[int], logprobs: list[float], ids: Sequence[int], lps: Sequence[float], rules: StopRules, cap: int
+) -> str | None:
+    """Append a row's new ``ids`` (its sample, after the drafted tokens it kept) and their log-probs ``lps`` to its
+    ``tokens`` and ``logprobs`` one at a time, up to the first that ends the row (:meth:`StopRules.reason` with the
+    token cap ``cap``); returns why the row ended, or None while it runs on. The tokens after a stop are not taken."""
+    reason = None
+    for tok, lp in zip(ids, lps, strict=True):
+        tokens.append(tok)
+        logprobs.append(lp)
+        reason = rules.reason(tokens, cap)
+        if reason:
+            break
+    return reason
 
 
 def draw_tokens(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
