@@ -47,3 +47,12 @@ def write_json(result: Mapping[str, Any], out: str | Path | None, announce: bool
     path.write_text(json.dumps(result, indent=2))
     if announce:
         print(f"wrote {out}")
+
+
+def peak_rss_kb(pid: int) -> int:
+    """Peak resident memory of process ``pid`` in KiB (``VmHWM`` of Linux's ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
+    except OSError:
+        return 0

@@ -28,19 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import check_team_run, torch_machine, write_json
+from _common import check_team_run, peak_rss_kb, torch_machine, write_json
 
 PHASES = ("rollout", "scoring", "update", "memory")
 """The trainer's timed phases of a step (``time/<phase>_s`` of its metrics row)."""
-
-
-def peak_rss_kb(pid: int) -> int:
-    """Peak resident memory of process ``pid`` in KiB (``VmHWM`` of Linux's ``/proc``; 0 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
-    except OSError:
-        return 0
 
 
 def one_engine(args: argparse.Namespace) -> dict[str, Any]:

@@ -63,7 +63,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, also when this file is loaded by path
 
-from _common import write_json  # noqa: E402
+from _common import peak_rss_kb, write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -341,7 +341,7 @@ def vllm_figures(team, args, starts: list[int], engine_of, fast: list) -> dict:
     base = max(first_turns(None) for _ in range(2))
     return {
         "vllm_start_s": start_s,
-        "vllm_peak_rss_mb": (_peak_rss_kb(os.getpid()) + sum(_peak_rss_kb(p.pid) for p in engine.processes)) / 1024,
+        "vllm_peak_rss_mb": (peak_rss_kb(os.getpid()) + sum(peak_rss_kb(p.pid) for p in engine.processes)) / 1024,
         "vllm_s": vllm_s,
         "vllm_tokens_per_s": sum(t.generated_tokens for t in by_vllm) / vllm_s,
         "same_greedy_episodes_vllm": (
@@ -352,15 +352,6 @@ def vllm_figures(team, args, starts: list[int], engine_of, fast: list) -> dict:
         "vllm_first_turns_tokens_per_s": with_adapters,
         "vllm_first_turns_base_tokens_per_s": base,
     }
-
-
-def _peak_rss_kb(pid: int) -> int:
-    """Peak resident memory of process ``pid`` in KiB (``VmHWM`` of Linux's ``/proc``; 0 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
-    except OSError:
-        return 0
 
 
 def _report(result: dict, out: str | None) -> None:
