@@ -444,6 +444,10 @@ class SFTTrainer(BaseTrainer):
     """The team's roles: the env's agents (``possible_agents``), set when the run starts."""
     logs: dict[str, list[dict[str, Any]]]
     """TRL's log of each stage (``logs.json``), filled as the stages run."""
+    examples: dict[str, list[Any]]
+    """The expert examples of each role (:meth:`expert_data`; a frozen role's are dropped)."""
+    tokenizer: Any
+    """The base model's tokenizer (:meth:`expert_data`)."""
 
     def check(self) -> None:
         """The env's options and splits, the roles of ``role_adapter_epochs`` and the model, before any work."""
@@ -482,8 +486,34 @@ class SFTTrainer(BaseTrainer):
         register_sft_run(self.run.path, results["config"])
 
     def run_training(self) -> Trained:
-        """Run the stages (see the module documentation) on every process."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer  # here: the model classes cost import time
+        """Run the stages (see the module documentation) on every process, one method each: the expert data
+        (:meth:`expert_data`), the starting team's evaluation (:meth:`baseline_stage`), the shared base
+        (:meth:`base_stage`) and each role's adapter (:meth:`adapter_stages`)."""
+        cfg = self.config
+        frozen, base = self.expert_data()
+        progress = read_progress(self.run.path) if cfg.resume else SFTProgress()
+        if progress.done:
+            say(f"[sft] --resume: finished before: {', '.join(progress.done)}")
+        if is_main():
+            keep_metrics(self.run.path, progress.done, self.run.path / "work")
+        self.baseline_stage(progress, base)
+        base = self.base_stage(progress, base)
+        team = self.adapter_stages(progress, base, frozen)
+        self.logs = progress.logs
+        if is_main():
+            shutil.rmtree(self.run.path / "work", ignore_errors=True)  # TRL's output folders
+        counts = {r: len(v) for r, v in self.examples.items()}
+        return Trained(
+            team=team,
+            steps=progress.steps,
+            baseline=progress.baseline,
+            fields={"model": cfg.model, "generated_tokens": 0, "examples_per_role": counts},
+        )
+
+    def expert_data(self) -> tuple[frozenset[str], str]:
+        """The team's roles (the env's agents), the tokenizer and the expert examples per role
+        (:attr:`examples`; a frozen role's dropped); returns the frozen roles and the base model's path."""
+        from transformers import AutoTokenizer  # here: it costs import time
 
         cfg = self.config
         train_env = joy_env.make(cfg.env_id, split="train", seed=cfg.seed, **cfg.env_kwargs)
@@ -492,7 +522,7 @@ class SFTTrainer(BaseTrainer):
         frozen = cfg.frozen_roles(train_env)
         torch.manual_seed(cfg.seed)
         base = resolve_model(cfg.model, cfg.seed)
-        tokenizer = self.tokenizer = AutoTokenizer.from_pretrained(base)
+        self.tokenizer = AutoTokenizer.from_pretrained(base)
         train_tasks = train_env.num_tasks
         train_env.close()
         sft_part = len(split_train_tasks(train_tasks, cfg.rl_fraction, cfg.seed)[0])
@@ -503,15 +533,15 @@ class SFTTrainer(BaseTrainer):
             )
         say(f"[sft] base model {base}; building expert data from {env_name} ({min(sft_part, cfg.sft_tasks)} tasks)")
         examples = build_sft_examples(
-            cfg.env_id,
-            cfg.sft_tasks,
-            cfg.rl_fraction,
-            cfg.seed,
-            cfg.recovery_rate,
-            cfg.domain_weights,
-            cfg.entity_swap,
-            cfg.prompt_style,
-            cfg.env_kwargs,
+            env_id=cfg.env_id,
+            num_tasks=cfg.sft_tasks,
+            rl_fraction=cfg.rl_fraction,
+            seed=cfg.seed,
+            recovery_rate=cfg.recovery_rate,
+            domain_weights=cfg.domain_weights,
+            entity_swap=cfg.entity_swap,
+            prompt_style=cfg.prompt_style,
+            env_kwargs=cfg.env_kwargs,
         )
         dropped = {r: len(examples.get(r, [])) for r in sorted(frozen)}
         for role in frozen:  # a frozen customer: neither its adapter nor the base stage learns its turns
@@ -521,66 +551,77 @@ class SFTTrainer(BaseTrainer):
             f"; {r}: {n} examples dropped (frozen; --set train_customer=true trains it)" for r, n in dropped.items()
         )
         say(f"[sft] examples per role: {counts}{not_trained}")
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.examples = examples
+        self._rows: dict[tuple[str, str], list[dict[str, list[int]]]] = {}
+        return frozen, base
 
-        row_cache: dict[tuple[str, str], list[dict[str, list[int]]]] = {}
+    def rows_of(self, role: str, loss: str) -> list[dict[str, list[int]]]:
+        """A role's tokenised rows of kind ``loss``, built once for both stages."""
+        if (role, loss) not in self._rows:
+            self._rows[role, loss] = sft_rows(self.tokenizer, self.examples[role], self.config.max_length, loss)
+        return self._rows[role, loss]
 
-        def rows_of(role: str, loss: str) -> list[dict[str, list[int]]]:
-            """A role's tokenised rows of kind ``loss``, built once for both stages."""
-            if (role, loss) not in row_cache:
-                row_cache[role, loss] = sft_rows(tokenizer, examples[role], cfg.max_length, loss)
-            return row_cache[role, loss]
+    def collate(self, batch: list[dict[str, list[int]]]) -> dict[str, Any]:
+        """A batch of rows, left-padded."""
+        return collate_left(batch, self._pad_id())
 
-        def plain_collate(batch: list[dict[str, list[int]]]) -> dict[str, Any]:
-            return collate_left(batch, pad_id)
+    def collator(self, model: Any) -> tuple[bool, Any]:
+        """Whether an adapter stage of ``model`` shares batch prefixes, and its collate function."""
+        cfg = self.config
+        shared = cfg.shared_prefix and not cfg.activation_checkpointing and world()[1] == 1
+        if shared and prefix_sharing_supported(model):
+            pad_id = self._pad_id()
+            return True, lambda batch: collate_shared_prefix(batch, pad_id)
+        return False, self.collate
 
-        def collator(model: Any) -> tuple[bool, Any]:
-            """Whether an adapter stage of ``model`` shares batch prefixes, and its collate function."""
-            shared = (
-                cfg.shared_prefix
-                and not cfg.activation_checkpointing
-                and world()[1] == 1
-                and prefix_sharing_supported(model)
-            )
-            if shared:
-                return True, lambda batch: collate_shared_prefix(batch, pad_id)
-            return False, plain_collate
+    def _pad_id(self) -> int:
+        tokenizer = self.tokenizer
+        return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-        progress = read_progress(self.run.path) if cfg.resume else SFTProgress()
-        if progress.done:
-            say(f"[sft] --resume: finished before: {', '.join(progress.done)}")
-        if is_main():
-            keep_metrics(self.run.path, progress.done, self.run.path / "work")
-        team_config = self._team_config(base)
+    def baseline_stage(self, progress: SFTProgress, base: str) -> None:
+        """The starting team's evaluation (``baseline_metrics``), unless done before or not asked for."""
+        cfg = self.config
         if cfg.eval_tasks and cfg.eval_baseline and "baseline" not in progress.done:
             say("[sft] evaluating the starting team")
             # the first tasks of the same list: never more than the trained team is evaluated on
             tasks = min(cfg.baseline_tasks or cfg.eval_tasks, cfg.eval_tasks)
-            progress.baseline = self.evaluate(TeamPolicy(team_config), seed=cfg.seed, tasks=tasks)
+            progress.baseline = self.evaluate(TeamPolicy(self._team_config(base)), seed=cfg.seed, tasks=tasks)
             self._finish_stage(progress, "baseline")
 
-        if cfg.base_epochs > 0 and "base" not in progress.done:
+    def base_stage(self, progress: SFTProgress, base: str) -> str:
+        """Stage 1, full fine-tuning of the shared base on every role's rows (``base_epochs``; saved as
+        ``base/``); returns the base model the adapters train on."""
+        from transformers import AutoModelForCausalLM  # here: the model classes cost import time
+
+        cfg = self.config
+        if cfg.base_epochs <= 0:
+            return base
+        if "base" not in progress.done:
             what = {
                 "all": "every token of whole conversations",
                 "conversation": "expert turns, a row per conversation",
             }.get(cfg.base_loss, "expert turns")
             say(f"[sft] stage 1: full fine-tuning of the shared base for {cfg.base_epochs} epochs ({what})")
             model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, cfg.dtype))
-            everything = [row for role in examples for row in rows_of(role, cfg.base_loss)]
+            everything = [row for role in self.examples for row in self.rows_of(role, cfg.base_loss)]
             # batches that mix roles: grouped by prefix they would hold one role each, which trained the tiny
             # base worse
-            trainer = self._fit("base", model, everything, plain_collate, cfg.base_lr, cfg.base_epochs, False)
+            trainer = self._fit("base", model, everything, self.collate, cfg.base_lr, cfg.base_epochs, False)
             progress.logs["base"] = list(trainer.state.log_history)
             progress.steps += trainer.state.global_step
             if is_main():
                 model.save_pretrained(str(self.run.path / "base"))
-                tokenizer.save_pretrained(str(self.run.path / "base"))
+                self.tokenizer.save_pretrained(str(self.run.path / "base"))
             self._finish_stage(progress, "base")
             del trainer, model
-        if cfg.base_epochs > 0:
-            base = str(self.run.path / "base")
-            team_config = self._team_config(base)
+        return str(self.run.path / "base")
 
+    def adapter_stages(self, progress: SFTProgress, base: str, frozen: frozenset[str]) -> TeamPolicy:
+        """Stage 2, each role's adapter on its own rows (``adapter_epochs``, or ``role_adapter_epochs``), from the
+        adapters as initialised or as the newest team checkpoint left them; a frozen role's stays as initialised.
+        Returns the team."""
+        cfg = self.config
+        team_config = self._team_config(base)
         saved = team_checkpoint(self.run.path, progress)
         if saved is None:  # the adapters as initialised, so that a resumed stage starts from the same weights
             team = TeamPolicy(team_config)
@@ -594,26 +635,18 @@ class SFTTrainer(BaseTrainer):
             epochs = cfg.role_adapter_epochs.get(role, cfg.adapter_epochs)
             if epochs <= 0 or role in progress.done:
                 continue
-            if not examples.get(role):
+            if not self.examples.get(role):
                 say(f"[sft] no examples for {role}; its adapter stays untrained")
                 continue
-            say(f"[sft] stage 2: {role} adapter on {len(examples[role])} examples for {epochs} epochs")
+            say(f"[sft] stage 2: {role} adapter on {len(self.examples[role])} examples for {epochs} epochs")
             with team.use_role(role):
-                shared, collate = collator(team.model_for(role))
-                rows = rows_of(role, cfg.adapter_loss)
+                shared, collate = self.collator(team.model_for(role))
+                rows = self.rows_of(role, cfg.adapter_loss)
                 trainer = self._fit(role, team.model_for(role), rows, collate, cfg.adapter_lr, epochs, shared)
                 progress.logs[role] = list(trainer.state.log_history)
                 progress.steps += trainer.state.global_step
             self._finish_stage(progress, role, team)
-        self.logs = progress.logs
-        if is_main():
-            shutil.rmtree(self.run.path / "work", ignore_errors=True)  # TRL's output folders
-        return Trained(
-            team=team,
-            steps=progress.steps,
-            baseline=progress.baseline,
-            fields={"model": cfg.model, "generated_tokens": 0, "examples_per_role": counts},
-        )
+        return team
 
     def _finish_stage(self, progress: SFTProgress, stage: str, team: Any = None) -> None:
         """Record a finished stage (with the team as it stands after it, if given) on the main process; every
