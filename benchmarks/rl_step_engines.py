@@ -38,9 +38,8 @@ def one_engine(args: argparse.Namespace) -> dict[str, Any]:
     """The steps of one engine in this process (see the module documentation)."""
     import torch
 
-    from joy_agents.sampling.vllm import running_engine
+    from joy_agents.sampling.vllm import close_engine, running_engine
     from joy_trainers import rl
-    from joy_trainers.base import close_vllm_engine
     from joy_trainers.joyagents_grpo import JoyAgentsGRPOConfig, JoyAgentsGRPOTrainer
 
     if args.threads:
@@ -89,7 +88,7 @@ def one_engine(args: argparse.Namespace) -> dict[str, Any]:
         if engine is not None:
             pids += [p.pid for p in engine.processes]
         peak_mb = sum(peak_rss_kb(pid) for pid in pids) / 1024
-        close_vllm_engine(state.team)
+        close_engine(state.team)
     finally:
         trainer.run.release()
     return {"engine": args.engine, "ready_s": round(ready_s, 1), "peak_rss_mb": round(peak_mb), "steps": steps}

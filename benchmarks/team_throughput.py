@@ -121,7 +121,7 @@ def measure(
     from joy_agents.config import SamplingConfig
     from joy_agents.sampling.base import start_engine
     from joy_agents.sampling.settings import GenerationSettings
-    from joy_trainers.base import close_vllm_engine
+    from joy_agents.sampling.vllm import close_engine
 
     start = time.perf_counter()
     team = build_team(model, dtype, lora, args.lora_r, args.seed)
@@ -144,7 +144,7 @@ def measure(
                 sample_all(team, requests, settings, sampling, group)
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     finally:
-        close_vllm_engine(team)  # a vllm engine's processes go with its setting
+        close_engine(team)  # a vllm engine's processes go with its setting
     best = min(runs, key=lambda r: r["seconds"])
     best.update(
         engine=engine,

@@ -102,10 +102,12 @@ class BaseTrainer:
             self.run.undo_claim()
             raise
         finally:
+            from joy_agents.sampling.vllm import close_engine  # imported here: it loads the model classes
+
             self.run.release()
             state = getattr(self, "state", None)  # an RL run's, also when it stopped midway
             for team in (getattr(state, "team", None), getattr(trained, "team", None)):
-                close_vllm_engine(team)
+                close_engine(team)  # the team's vLLM engine, if the run built one
 
     def run_training(self) -> Trained:
         """The trainer's work, on every process; returns the trained team and what results.json says of it."""
@@ -161,10 +163,3 @@ class BaseTrainer:
         fields.setdefault("model", self.config.model)
         fields.setdefault("wall_s", time.perf_counter() - self._started)
         return run_results(self.name, self.config, processes=world()[1], **fields)
-
-
-def close_vllm_engine(team: Any) -> None:
-    """Shut down ``team``'s vLLM engine, if it has one (:func:`joy_agents.sampling.vllm.close_engine`)."""
-    from joy_agents.sampling.vllm import close_engine  # the module imports no vLLM until an engine is built
-
-    close_engine(team)
