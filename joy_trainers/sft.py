@@ -553,6 +553,8 @@ class SFTTrainer(BaseTrainer):
         say(f"[sft] examples per role: {counts}{not_trained}")
         self.examples = examples
         self._rows: dict[tuple[str, str], list[dict[str, list[int]]]] = {}
+        tokenizer = self.tokenizer
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         return frozen, base
 
     def rows_of(self, role: str, loss: str) -> list[dict[str, list[int]]]:
@@ -563,20 +565,15 @@ class SFTTrainer(BaseTrainer):
 
     def collate(self, batch: list[dict[str, list[int]]]) -> dict[str, Any]:
         """A batch of rows, left-padded."""
-        return collate_left(batch, self._pad_id())
+        return collate_left(batch, self._pad_id)
 
     def collator(self, model: Any) -> tuple[bool, Any]:
         """Whether an adapter stage of ``model`` shares batch prefixes, and its collate function."""
         cfg = self.config
         shared = cfg.shared_prefix and not cfg.activation_checkpointing and world()[1] == 1
         if shared and prefix_sharing_supported(model):
-            pad_id = self._pad_id()
-            return True, lambda batch: collate_shared_prefix(batch, pad_id)
+            return True, lambda batch: collate_shared_prefix(batch, self._pad_id)
         return False, self.collate
-
-    def _pad_id(self) -> int:
-        tokenizer = self.tokenizer
-        return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def baseline_stage(self, progress: SFTProgress, base: str) -> None:
         """The starting team's evaluation (``baseline_metrics``), unless done before or not asked for."""
