@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 
 import joy_env
-from joy_env.domains.tau2.data import DOMAINS, SPLITS, package
+from joy_env.domains.tau2.contract import DOMAINS
+from joy_env.domains.tau2.contract import domain as contract
 from joy_env.domains.tau2.dialogue import STOP
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.protocol import format_turn
@@ -128,7 +129,7 @@ def _median_us(fn, repeats: int) -> float:
 
 
 def snapshot_cost(env, domain: str, repeats: int) -> dict[str, float]:
-    writes = package(domain).WRITE_TOOLS
+    writes = contract(domain).write_tools
 
     def first_write(index: int) -> int | None:
         turns = env.get_task(index).route[0].turns
@@ -188,7 +189,7 @@ def domain_figures(domain: str, passes: int, repeats: int) -> dict:
     result["turns_per_s"] = {"cold": cold["turns_per_s"], "warm": turns / best}
     result["expert"] = {
         split: expert_figures(joy_env.make("joy/tau2-v0", domain=domain, split=split))
-        for split in SPLITS[domain]
+        for split in contract(domain).splits
         if split != "full"  # telecom's 2,285 tasks: run the expert over them with --full
     }
     result["answer_at_once"] = {

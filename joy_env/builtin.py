@@ -61,7 +61,7 @@ def _ecommerce_tasks(
     return ecommerce.task_source(seed, dbs["ecommerce"])
 
 
-# -- source="tau2": tau2-bench retail replaces the ecommerce domain (joy_env/domains/tau2_retail/) --
+# -- source="tau2": tau2-bench retail replaces the ecommerce domain (joy_env/domains/tau2/retail/) --
 def _ecommerce_variant(kwargs: Mapping[str, Any]) -> EnvSpec | None:
     if kwargs.get("source") != "tau2":
         return None

@@ -110,7 +110,9 @@ def _runs(env_ids: list[str], split: str, explicit: bool) -> list[tuple[str, dic
     """``(env id, make options)`` to show: ``joy/tau2-v0`` once per tau2-bench domain whose data is installed
     and has ``split`` (a note on stderr for each one skipped; an error if it was asked for and none runs)."""
     from joy_env.builtin import TAU2_ENV_ID
-    from joy_env.domains.tau2.data import DOMAINS, SPLITS, find_data
+    from joy_env.domains.tau2.contract import DOMAINS
+    from joy_env.domains.tau2.contract import domain as contract
+    from joy_env.domains.tau2.data import find_data
 
     runs: list[tuple[str, dict[str, Any]]] = []
     for env_id in env_ids:
@@ -124,7 +126,7 @@ def _runs(env_ids: list[str], split: str, explicit: bool) -> list[tuple[str, dic
             except (ImportError, FileNotFoundError) as exc:
                 print(f"joy-demo: skipping {TAU2_ENV_ID} domain={domain}: {exc}", file=sys.stderr)
                 continue
-            if split not in SPLITS[domain]:
+            if split not in contract(domain).splits:
                 print(f"joy-demo: skipping {TAU2_ENV_ID} domain={domain}: it has no split {split!r}", file=sys.stderr)
                 continue
             runs.append((env_id, {"domain": domain}))

@@ -17,7 +17,7 @@ import joy_env
 from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sampling.settings import GenerationSettings
 from joy_agents.sft_data import build_sft_examples, split_train_tasks
-from joy_env.domains import tau2_retail
+from joy_env.domains.tau2 import retail as tau2_retail
 from joy_trainers.checks import check_env_options, sft_env_mismatch
 from joy_trainers.cli import eval_main, train_main
 from joy_trainers.errors import UsageError

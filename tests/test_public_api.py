@@ -149,10 +149,16 @@ PUBLIC = {
     "joy_trainers.grpo": ["GRPOConfig", "GRPOTrainer", "PRESETS"],
     "joy_trainers.joyagents_grpo": ["JoyAgentsGRPOConfig", "JoyAgentsGRPOTrainer", "PRESETS"],
     "joy_trainers.mappo": ["Critic", "MAPPOConfig", "MAPPOTrainer", "PRESETS", "global_states", "turn_rewards"],
+    "joy_env.domains.tau2": ["DOMAINS", "Tau2Data", "Tau2Domain", "domain", "env_spec", "find_data", "load"],
+    "joy_env.domains.tau2.contract": ["DOMAINS", "PACKAGES", "Tau2Domain", "check_domain", "domain"],
+    "joy_env.domains.tau2.tooling": ["ToolSpec", "make_tools", "params", "spec", "string", "strings"],
+    "joy_env.domains.tau2.airline": ["DOMAIN", "SPLITS", "TOOLS", "WRITE_TOOLS", "build_db", "load_db"],
+    "joy_env.domains.tau2.telecom": ["DOMAIN", "AGENT_TOOLS", "USER_TOOLS", "assertions_hold", "prepare_task"],
     # tau2-bench retail: the package re-exports its submodules' public names
-    "joy_env.domains.tau2_retail": [
+    "joy_env.domains.tau2.retail": [
         "AUDIT",
         "DATA_FILES",
+        "DOMAIN",
         "INSTALL_HINT",
         "MAX_POW_BITS",
         "ROLE_PROMPT",

@@ -21,7 +21,7 @@ from tau2_support import no_gc, play, tau2_content
 import joy_env
 from joy_env import database
 from joy_env.core import ToolContext, ToolError
-from joy_env.domains import tau2_retail
+from joy_env.domains.tau2 import retail as tau2_retail
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.protocol import format_turn
 from joy_env.rewards import score_communicate

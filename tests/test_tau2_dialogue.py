@@ -16,7 +16,7 @@ from pettingzoo.test import api_test, seed_test
 from tau2_support import SKIP_DATA, Evaluator, have_data
 
 import joy_env
-from joy_env.domains.tau2.data import DOMAINS
+from joy_env.domains.tau2.contract import DOMAINS
 from joy_env.domains.tau2.dialogue import (
     GREETING,
     STOP,

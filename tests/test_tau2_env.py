@@ -19,7 +19,7 @@ from tau2_support import SKIP_DATA, Evaluator, have_data, play
 
 import joy_env
 from joy_env.domains import tau2
-from joy_env.domains.tau2.data import DOMAINS, SPLITS
+from joy_env.domains.tau2.contract import DOMAINS
 from joy_env.expert import expert_action, run_expert_episode
 from joy_env.protocol import format_turn
 from joy_env.rewards import score_tau2_actions, tau2_action_matches
@@ -123,8 +123,8 @@ def test_action_rule_is_tau2s():
 def test_splits_and_ids_are_tau2s(domain):
     data = tau2.load(domain)
     raw = json.loads((data.root / "split_tasks.json").read_text())
-    sizes = {s: env_of(domain, s).num_tasks for s in SPLITS[domain]}
-    expected = {s: len(raw["base" if s == "all" else s]) for s in SPLITS[domain]}
+    sizes = {s: env_of(domain, s).num_tasks for s in tau2.domain(domain).splits}
+    expected = {s: len(raw["base" if s == "all" else s]) for s in tau2.domain(domain).splits}
     assert sizes == expected
     assert sizes["train"] + sizes["test"] == sizes["all"] and not set(raw["train"]) & set(raw["test"])
     test = env_of(domain, "test")
@@ -148,9 +148,9 @@ def test_service_agent_has_the_domains_tools_and_policy(domain):
     assert env.agent_selection == "ecommerce"
     info = env.infos["ecommerce"]
     names = {t["function"]["name"] for t in info["tools"]}
-    pkg = tau2.data.package(domain)
-    own = pkg.AGENT_TOOLS + pkg.USER_TOOLS if domain == "telecom" else pkg.TOOLS
-    assert names == {t.name for t in own} and set(pkg.WRITE_TOOLS) <= names
+    contract = tau2.domain(domain)
+    own = contract.tools + contract.user_tools  # the customer's tools are the agent's in the solo protocol
+    assert names == {t.name for t in own} and contract.write_tools <= names
     system, request = info["messages"][0]["content"], info["messages"][1]["content"]
     assert tau2.load(domain).policy.strip() in system
     if domain == "telecom":
@@ -285,7 +285,7 @@ def perturbations(rng: random.Random, domain: str, task: joy_env.Task) -> list[t
     """Plausible wrong (and sometimes harmless) action lists: the last write dropped, an argument of a write
     changed, the calls in another order, an extra write; telecom also a harmful phone action at the end."""
     calls = gold_calls(task)
-    writes_of = tau2.data.package(domain).WRITE_TOOLS
+    writes_of = tau2.domain(domain).write_tools
     writes = [i for i, c in enumerate(calls) if c["name"] in writes_of]
     out: list[tuple[str, list[dict]]] = []
     if writes:

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import pytest
 
 from joy_env.core import ToolContext, ToolError
-from joy_env.domains import tau2_telecom as telecom
+from joy_env.domains.tau2 import telecom
 from joy_env.schema import validate
 
 CHUNKS = 4

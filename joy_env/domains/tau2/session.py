@@ -1,5 +1,5 @@
 """Tool bodies over a per-call session, as tau2's tools behave: shared by the retail and airline packages
-(telecom adds its sync, :mod:`joy_env.domains.tau2_telecom`)."""
+(telecom adds its sync, :mod:`joy_env.domains.tau2.telecom`)."""
 
 from __future__ import annotations
 

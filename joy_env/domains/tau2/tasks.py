@@ -8,7 +8,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from joy_env.core import SubTask, Task, TaskSourceBase, check_split
-from joy_env.domains.tau2.data import SPLITS, check_domain
+from joy_env.domains.tau2.contract import DOMAINS, check_domain
+from joy_env.domains.tau2.contract import domain as contract
 from joy_env.domains.tau2.dialogue import expert_script, first_person, scenario_text
 
 REWARD_BASES = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE")
@@ -95,6 +96,58 @@ def _copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+def _scorable_basis(domain: str, tid: str, raw: Mapping[str, Any]) -> tuple[str, ...]:
+    """The task's reward basis, or a ``ValueError`` for a task this env cannot score as tau2 does."""
+    basis = tuple((raw.get("evaluation_criteria") or {}).get("reward_basis") or DEFAULT_BASIS)
+    unsupported = [b for b in basis if b not in REWARD_BASES]
+    if unsupported:
+        raise ValueError(
+            f"tau2 task {domain}/{tid}: reward basis {unsupported} cannot be scored here (NL_ASSERTION needs an LLM "
+            f"judge); joy/tau2-v0 scores {', '.join(REWARD_BASES)}"
+        )
+    state = raw.get("initial_state") or {}
+    if state.get("initialization_data") or state.get("message_history"):
+        raise ValueError(
+            f"tau2 task {domain}/{tid}: a starting state given as initialization_data or message_history is not "
+            "supported (only initialization_actions)"
+        )
+    return basis
+
+
+def _gold_actions(criteria: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {
+            "name": str(a["name"]),
+            "arguments": _copy(a.get("arguments") or {}),
+            "requestor": str(a.get("requestor") or "assistant"),
+            "compare_args": None if a.get("compare_args") is None else tuple(a["compare_args"]),
+        }
+        for a in criteria.get("actions") or []
+    )
+
+
+def _dialogue(
+    raw: Mapping[str, Any], actions: tuple[dict[str, Any], ...], write_tools: Collection[str]
+) -> tuple[str, str, dict[str, Any]]:
+    """The interactive protocol's query (the customer's opening), gold answer and ``meta`` additions."""
+    scenario = raw.get("user_scenario") or {}
+    instructions = scenario.get("instructions") or {}
+    instructions = instructions if isinstance(instructions, Mapping) else {"task_instructions": str(instructions)}
+    reason = str(instructions.get("reason_for_call") or "")
+    answer = gold_answer(raw, write_tools, customer_writes=False)
+    script = expert_script({"actions": actions}, answer, write_tools)
+    extra = {
+        "scenario": scenario_text(scenario),
+        "known_info": str(instructions.get("known_info") or ""),
+        "unknown_info": str(instructions.get("unknown_info") or ""),
+        "reason_for_call": reason,
+        "script": tuple(script),
+        "gold_turns": 1 + len(script),
+        "gold_calls": 1 + sum("call" in step for step in script),
+    }
+    return first_person(reason) or "I need help.", answer, extra
+
+
 def to_task(domain: str, raw: Mapping[str, Any], write_tools: Collection[str], protocol: str = "solo") -> Task:
     """One tau2 task of ``domain`` as a :class:`~joy_env.core.Task` (answer type ``tau2``).
 
@@ -114,47 +167,12 @@ def to_task(domain: str, raw: Mapping[str, Any], write_tools: Collection[str], p
     """
     tid = str(raw["id"])
     criteria = raw.get("evaluation_criteria") or {}
-    basis = tuple(criteria.get("reward_basis") or DEFAULT_BASIS)
-    unsupported = [b for b in basis if b not in REWARD_BASES]
-    if unsupported:
-        raise ValueError(
-            f"tau2 task {domain}/{tid}: reward basis {unsupported} cannot be scored here (NL_ASSERTION needs an LLM "
-            f"judge); joy/tau2-v0 scores {', '.join(REWARD_BASES)}"
-        )
+    basis = _scorable_basis(domain, tid, raw)
     state = raw.get("initial_state") or {}
-    if state.get("initialization_data") or state.get("message_history"):
-        raise ValueError(
-            f"tau2 task {domain}/{tid}: a starting state given as initialization_data or message_history is not "
-            "supported (only initialization_actions)"
-        )
-    actions = tuple(
-        {
-            "name": str(a["name"]),
-            "arguments": _copy(a.get("arguments") or {}),
-            "requestor": str(a.get("requestor") or "assistant"),
-            "compare_args": None if a.get("compare_args") is None else tuple(a["compare_args"]),
-        }
-        for a in criteria.get("actions") or []
-    )
-    interactive = protocol == "interactive"
-    scenario = raw.get("user_scenario") or {}
-    instructions = scenario.get("instructions") or {}
-    instructions = instructions if isinstance(instructions, Mapping) else {"task_instructions": str(instructions)}
+    actions = _gold_actions(criteria)
     extra: dict[str, Any] = {}
-    if interactive:
-        reason = str(instructions.get("reason_for_call") or "")
-        query = first_person(reason) or "I need help."
-        answer = gold_answer(raw, write_tools, customer_writes=False)
-        script = expert_script({"actions": actions}, answer, write_tools)
-        extra = {
-            "scenario": scenario_text(scenario),
-            "known_info": str(instructions.get("known_info") or ""),
-            "unknown_info": str(instructions.get("unknown_info") or ""),
-            "reason_for_call": reason,
-            "script": tuple(script),
-            "gold_turns": 1 + len(script),
-            "gold_calls": 1 + sum("call" in step for step in script),
-        }
+    if protocol == "interactive":
+        query, answer, extra = _dialogue(raw, actions, write_tools)
         own = [a for a in actions if a["requestor"] != "user"]
     else:
         query = request(domain, raw)
@@ -191,7 +209,7 @@ def to_task(domain: str, raw: Mapping[str, Any], write_tools: Collection[str], p
 
 
 class Tau2TaskSource(TaskSourceBase):
-    """One domain's tau2 tasks in tau2's splits (:data:`~joy_env.domains.tau2.data.SPLITS`), built on first
+    """One domain's tau2 tasks in its splits (:attr:`~joy_env.domains.tau2.contract.Tau2Domain.splits`), built on first
     use; task ids are ``"tau2/<domain>/<tau2 id>"`` (:meth:`index_of`)."""
 
     def __init__(
@@ -204,7 +222,7 @@ class Tau2TaskSource(TaskSourceBase):
     ) -> None:
         self.domain = check_domain(domain)
         self.protocol = protocol
-        self.splits = SPLITS[domain]
+        self.splits = contract(domain).splits
         self._raw = tasks
         self._ids = {split: tuple(splits[split]) for split in self.splits}
         self._write_tools = frozenset(write_tools)
@@ -223,7 +241,7 @@ class Tau2TaskSource(TaskSourceBase):
         check_split(split, self.splits)
         prefix = task_prefix(self.domain)
         if not task_id.startswith(prefix):
-            other = next((d for d in SPLITS if task_id.startswith(task_prefix(d))), None)
+            other = next((d for d in DOMAINS if task_id.startswith(task_prefix(d))), None)
             if other is not None:
                 raise ValueError(
                     f"task {task_id[:80]!r} belongs to tau2's {other} domain, but this env serves {self.domain}; "

@@ -1,5 +1,5 @@
 """tau2's ``calculate`` without ``eval``: the expression is parsed and evaluated with Python's semantics, and
-oversized powers are refused (see :mod:`joy_env.domains.tau2_retail`)."""
+oversized powers are refused; the retail and airline tools share it (see :mod:`joy_env.domains.tau2`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """tau2's retail tasks as JoyAgents tasks: the customer's request (:func:`render_request`), the gold answer,
 the task source in tau2's splits and the env spec of ``source="tau2"``, all from :mod:`joy_env.domains.tau2`
-(see :mod:`joy_env.domains.tau2_retail`)."""
+(see :mod:`joy_env.domains.tau2.retail`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from joy_env.domains.tau2 import tasks as generic
+from joy_env.domains.tau2.retail.data import RetailData
+from joy_env.domains.tau2.retail.schemas import WRITE_TOOLS
 from joy_env.domains.tau2.spec import retail_alias_spec
 from joy_env.domains.tau2.tasks import Tau2TaskSource, render_request
-from joy_env.domains.tau2_retail.data import RetailData
-from joy_env.domains.tau2_retail.schemas import WRITE_TOOLS
 from joy_env.spec import EnvSpec
 
 __all__ = ["TASK_PREFIX", "Tau2TaskSource", "env_spec", "gold_answer", "render_request", "task_source"]

@@ -1,7 +1,7 @@
 """The carrier's side, tau2's ``TelecomTools`` call by call: the agent's tools, the functions tasks use to set
 up a scenario (``set_data_usage``, ``suspend_line_for_overdue_bill``) and the assertion functions. Each body
-takes a :class:`~joy_env.domains.tau2_telecom.db.Session`; results are the JSON values whose text is tau2's
-tool message (see :mod:`joy_env.domains.tau2_telecom`)."""
+takes a :class:`~joy_env.domains.tau2.telecom.db.Session`; results are the JSON values whose text is tau2's
+tool message (see :mod:`joy_env.domains.tau2.telecom`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from joy_env.core import ToolError
-from joy_env.domains.tau2_telecom.data import TODAY
-from joy_env.domains.tau2_telecom.db import Session, new_bill_id
+from joy_env.domains.tau2.telecom.data import TODAY
+from joy_env.domains.tau2.telecom.db import Session, new_bill_id
 
 # -- lookups shared with the sync
 
@@ -22,7 +22,7 @@ def customer_by_phone(s: Session, phone_number: str) -> dict[str, Any]:
     The sync runs this after every call, so it reads only the customers that can match: those whose stored
     text holds the number or the id of a line with that number (the rest are skipped without being decoded).
     That is tau2's scan because no call changes a customer's number or lines, nor a line's number, and
-    :func:`~joy_env.domains.tau2_telecom.sync.build_db` refuses customers that name a line which does not
+    :func:`~joy_env.domains.tau2.telecom.sync.build_db` refuses customers that name a line which does not
     exist (tau2's scan would fail on them)."""
     lines = [row[0] for row in s.conn.execute("SELECT line_id FROM lines WHERE phone_number = ?", (phone_number,))]
     needles = [json.dumps(phone_number), *map(json.dumps, lines)]

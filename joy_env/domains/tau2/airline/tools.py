@@ -1,5 +1,5 @@
 """The bodies of the airline tools, tau2's ``AirlineTools`` call by call: each takes a :class:`Session`;
-:func:`~joy_env.domains.tau2_airline.db.run` turns it into a tool (see :mod:`joy_env.domains.tau2_airline`).
+:func:`~joy_env.domains.tau2.airline.db.run` turns it into a tool (see :mod:`joy_env.domains.tau2.airline`).
 
 The checks run in tau2's order, and what a call changed before failing stays changed, as in tau2."""
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from joy_env.core import ToolError
-from joy_env.domains.tau2_airline.data import (
+from joy_env.domains.tau2.airline.data import (
     NEW_CERTIFICATE_IDS,
     NEW_RESERVATION_IDS,
     NOW,
@@ -18,8 +18,8 @@ from joy_env.domains.tau2_airline.data import (
     payment,
     reservation_flight,
 )
-from joy_env.domains.tau2_airline.db import Session
-from joy_env.domains.tau2_retail.calculate import calculate_expression
+from joy_env.domains.tau2.airline.db import Session
+from joy_env.domains.tau2.calculate import calculate_expression
 
 AIRPORTS: tuple[tuple[str, str], ...] = (
     ("SFO", "San Francisco"),

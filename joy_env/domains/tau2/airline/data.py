@@ -1,6 +1,6 @@
 """tau2-bench's airline data: where it lies, and reading its database into canonical form (tau2's field order,
 every optional field present, ints and floats as tau2's models hold them); also the builders of the entities
-the tools create, in the same form (see :mod:`joy_env.domains.tau2_airline`)."""
+the tools create, in the same form (see :mod:`joy_env.domains.tau2.airline`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from joy_env.domains.tau2.data import DATA_FILES as TAU2_DATA_FILES
 from joy_env.domains.tau2.data import find_data, install_hint
 
-DATA_FILES = TAU2_DATA_FILES["airline"]
-INSTALL_HINT = install_hint("airline")
+DATA_FILES = ("db.json", "tasks.json", "split_tasks.json", "policy.md")
+"""The files of tau2's airline data directory this domain uses."""
+SPLITS = ("train", "test", "all")
+"""tau2's ``train`` and ``test`` splits, and ``all`` (every task)."""
+INSTALL_HINT = install_hint("airline", DATA_FILES)
 CABINS = ("business", "economy", "basic_economy")
 FLIGHT_TYPES = ("round_trip", "one_way")
 INSURANCE = ("yes", "no")

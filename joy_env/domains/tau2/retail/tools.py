@@ -1,6 +1,6 @@
-"""The bodies of the retail tools, tau2's ``RetailTools`` call by call: each takes a :class:`_Session`;
-``_run`` (in :mod:`~joy_env.domains.tau2_retail.db`) turns it into a tool (see
-:mod:`joy_env.domains.tau2_retail`)."""
+"""The bodies of the retail tools, tau2's ``RetailTools`` call by call: each takes a :class:`Session`;
+``run`` (in :mod:`~joy_env.domains.tau2.retail.db`) turns it into a tool (see
+:mod:`joy_env.domains.tau2.retail`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from joy_env.core import ToolError
-from joy_env.domains.tau2_retail.calculate import calculate_expression
-from joy_env.domains.tau2_retail.data import _payment
-from joy_env.domains.tau2_retail.db import _Session
+from joy_env.domains.tau2.calculate import calculate_expression
+from joy_env.domains.tau2.retail.data import payment_entry
+from joy_env.domains.tau2.retail.db import Session
 
 
-def _calculate(s: _Session, expression: str) -> str:
+def calculate(s: Session, expression: str) -> str:
     return calculate_expression(expression)
 
 
@@ -33,7 +33,7 @@ def _is_gift_card(method: Mapping[str, Any]) -> bool:
     return method["source"] == "gift_card"
 
 
-def _cancel_pending_order(s: _Session, order_id: str, reason: str) -> dict[str, Any]:
+def cancel_pending_order(s: Session, order_id: str, reason: str) -> dict[str, Any]:
     order = s.order(order_id)
     if order["status"] != "pending":
         raise ToolError("Non-pending order cannot be cancelled")
@@ -41,7 +41,7 @@ def _cancel_pending_order(s: _Session, order_id: str, reason: str) -> dict[str, 
         raise ToolError("Invalid reason")
     refunds = []
     for payment in order["payment_history"]:
-        refunds.append(_payment("refund", payment["amount"], payment["payment_method_id"]))
+        refunds.append(payment_entry("refund", payment["amount"], payment["payment_method_id"]))
         user = s.user(order["user_id"])
         method = s.payment_method(user["user_id"], payment["payment_method_id"])
         if _is_gift_card(method):  # refunded at once
@@ -52,8 +52,8 @@ def _cancel_pending_order(s: _Session, order_id: str, reason: str) -> dict[str, 
     return order
 
 
-def _exchange_delivered_order_items(
-    s: _Session, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
+def exchange_delivered_order_items(
+    s: Session, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
 ) -> dict[str, Any]:
     order = s.order(order_id)
     if order["status"] != "delivered":
@@ -82,7 +82,7 @@ def _exchange_delivered_order_items(
     return order
 
 
-def _find_user_id_by_name_zip(s: _Session, first_name: str, last_name: str, zip: str) -> str:
+def find_user_id_by_name_zip(s: Session, first_name: str, last_name: str, zip: str) -> str:
     row = s.conn.execute(
         "SELECT user_id FROM users WHERE first_l = ? AND last_l = ? AND zip = ? ORDER BY rowid LIMIT 1",
         (first_name.lower(), last_name.lower(), zip),
@@ -92,7 +92,7 @@ def _find_user_id_by_name_zip(s: _Session, first_name: str, last_name: str, zip:
     return row[0]
 
 
-def _find_user_id_by_email(s: _Session, email: str) -> str:
+def find_user_id_by_email(s: Session, email: str) -> str:
     row = s.conn.execute(
         "SELECT user_id FROM users WHERE email_l = ? ORDER BY rowid LIMIT 1", (email.lower(),)
     ).fetchone()
@@ -101,19 +101,19 @@ def _find_user_id_by_email(s: _Session, email: str) -> str:
     return row[0]
 
 
-def _get_order_details(s: _Session, order_id: str) -> dict[str, Any]:
+def get_order_details(s: Session, order_id: str) -> dict[str, Any]:
     return s.order(order_id)
 
 
-def _get_product_details(s: _Session, product_id: str) -> dict[str, Any]:
+def get_product_details(s: Session, product_id: str) -> dict[str, Any]:
     return s.product(product_id)
 
 
-def _get_user_details(s: _Session, user_id: str) -> dict[str, Any]:
+def get_user_details(s: Session, user_id: str) -> dict[str, Any]:
     return s.user(user_id)
 
 
-def _list_all_product_types(s: _Session) -> dict[str, str]:
+def list_all_product_types(s: Session) -> dict[str, str]:
     names: dict[str, str] = {}
     for (data,) in s.conn.execute("SELECT data FROM products ORDER BY rowid"):
         product = json.loads(data)
@@ -125,8 +125,8 @@ def _new_address(address1: str, address2: str, city: str, state: str, country: s
     return {"address1": address1, "address2": address2, "city": city, "country": country, "state": state, "zip": zip}
 
 
-def _modify_pending_order_address(
-    s: _Session, order_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+def modify_pending_order_address(
+    s: Session, order_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
 ) -> dict[str, Any]:
     order = s.order(order_id)
     if "pending" not in order["status"]:
@@ -135,8 +135,8 @@ def _modify_pending_order_address(
     return order
 
 
-def _modify_pending_order_items(
-    s: _Session, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
+def modify_pending_order_items(
+    s: Session, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
 ) -> dict[str, Any]:
     order = s.order(order_id)
     if order["status"] != "pending":
@@ -160,7 +160,7 @@ def _modify_pending_order_items(
     if _is_gift_card(method) and method["balance"] < diff_price:
         raise ToolError("Insufficient gift card balance to pay for the new item")
     order["payment_history"].append(
-        _payment("payment" if diff_price > 0 else "refund", abs(diff_price), payment_method_id)
+        payment_entry("payment" if diff_price > 0 else "refund", abs(diff_price), payment_method_id)
     )
     if _is_gift_card(method):
         method["balance"] = round(method["balance"] - diff_price, 2)
@@ -176,7 +176,7 @@ def _modify_pending_order_items(
     return order
 
 
-def _modify_pending_order_payment(s: _Session, order_id: str, payment_method_id: str) -> dict[str, Any]:
+def modify_pending_order_payment(s: Session, order_id: str, payment_method_id: str) -> dict[str, Any]:
     order = s.order(order_id)
     if "pending" not in order["status"]:
         raise ToolError("Non-pending order cannot be modified")
@@ -190,7 +190,7 @@ def _modify_pending_order_payment(s: _Session, order_id: str, payment_method_id:
     if _is_gift_card(method) and method["balance"] < amount:
         raise ToolError("Insufficient gift card balance to pay for the order")
     old_id = history[0]["payment_method_id"]
-    history.extend([_payment("payment", amount, payment_method_id), _payment("refund", amount, old_id)])
+    history.extend([payment_entry("payment", amount, payment_method_id), payment_entry("refund", amount, old_id)])
     if _is_gift_card(method):
         method["balance"] = round(method["balance"] - amount, 2)
     old_method = s.payment_method(order["user_id"], old_id)
@@ -199,16 +199,16 @@ def _modify_pending_order_payment(s: _Session, order_id: str, payment_method_id:
     return order
 
 
-def _modify_user_address(
-    s: _Session, user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+def modify_user_address(
+    s: Session, user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
 ) -> dict[str, Any]:
     user = s.user(user_id)
     user["address"] = _new_address(address1, address2, city, state, country, zip)
     return user
 
 
-def _return_delivered_order_items(
-    s: _Session, order_id: str, item_ids: list[str], payment_method_id: str
+def return_delivered_order_items(
+    s: Session, order_id: str, item_ids: list[str], payment_method_id: str
 ) -> dict[str, Any]:
     order = s.order(order_id)
     if order["status"] != "delivered":
@@ -224,5 +224,5 @@ def _return_delivered_order_items(
     return order
 
 
-def _transfer_to_human_agents(s: _Session, summary: str) -> str:
+def transfer_to_human_agents(s: Session, summary: str) -> str:
     return "Transfer successful"

@@ -1,54 +1,36 @@
 """The telecom tools (:data:`AGENT_TOOLS` for the carrier's agent, :data:`USER_TOOLS` for the customer's phone)
 with their JSON schemas, and the environment functions tasks call by name (:func:`run_env_function`,
-:func:`run_env_assertion`, :func:`run_initialization_actions`) (see :mod:`joy_env.domains.tau2_telecom`)."""
+:func:`run_env_assertion`, :func:`run_initialization_actions`) (see :mod:`joy_env.domains.tau2.telecom`)."""
 
 from __future__ import annotations
 
-import copy
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from joy_env.core import Tool, ToolContext, ToolError
-from joy_env.domains.tau2_telecom import carrier, phone
-from joy_env.domains.tau2_telecom.data import APN_NAMES, DEFAULT_MMSC_URL
-from joy_env.domains.tau2_telecom.sync import call, sync
+from joy_env.core import Task, Tool, ToolContext, ToolError
+from joy_env.domains.tau2.telecom import carrier, phone
+from joy_env.domains.tau2.telecom.data import APN_NAMES, DEFAULT_MMSC_URL
+from joy_env.domains.tau2.telecom.sync import call, sync
+from joy_env.domains.tau2.tooling import ToolSpec, boolean, make_tools, number, params, spec, string
 from joy_env.schema import validate
 
 ENV_TYPES = ("assistant", "user")
 """The two sides: the carrier's (tau2's ``assistant`` tools) and the customer's phone (``user``)."""
 
 
-def _string(description: str) -> dict[str, Any]:
-    return {"type": "string", "description": description}
-
-
-def _number(description: str) -> dict[str, Any]:
-    return {"type": "number", "description": description}
-
-
-def _boolean(description: str) -> dict[str, Any]:
-    return {"type": "boolean", "description": description}
-
-
-def params(optional: Iterable[str] = (), **properties: dict[str, Any]) -> dict[str, Any]:
-    """An object schema of ``properties``; all required except those named in ``optional``."""
-    required = [name for name in properties if name not in set(optional)]
-    return {"type": "object", "properties": properties, "required": required}
-
-
-_CUSTOMER_ID = _string("customer id, e.g. 'C1001'")
-_LINE_ID = _string("line id of one of the customer's lines, e.g. 'L1002'")
+_CUSTOMER_ID = string("customer id, e.g. 'C1001'")
+_LINE_ID = string("line id of one of the customer's lines, e.g. 'L1002'")
 _LINE_ARGS = {"customer_id": _CUSTOMER_ID, "line_id": _LINE_ID}
-_APP_NAME = _string("app name as check_installed_apps lists it, e.g. 'messaging'")
+_APP_NAME = string("app name as check_installed_apps lists it, e.g. 'messaging'")
 
 _APN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "the new APN settings; a field left out takes its default",
     "properties": {
         "apn_name": {"type": "string", "enum": list(APN_NAMES), "description": "default 'internet'"},
-        "reset_at_reboot": _boolean("whether the settings reset to the defaults at the next reboot (default false)"),
+        "reset_at_reboot": boolean("whether the settings reset to the defaults at the next reboot (default false)"),
         "mms_apn": {"type": ["string", "null"], "description": "APN for MMS traffic (default 'mms')"},
         "mmsc_url": {"type": ["string", "null"], "description": f"MMS center URL (default '{DEFAULT_MMSC_URL}')"},
         "mms_proxy": {"type": ["string", "null"], "description": "MMS proxy address (default none)"},
@@ -66,51 +48,38 @@ class EnvFunction:
     parameters: Mapping[str, Any]
 
 
-class Spec(NamedTuple):
-    """A tool before it is made: its body, argument schema, description and whether tau2 marks it a write."""
-
-    body: Callable[..., Any]
-    parameters: dict[str, Any]
-    description: str
-    writes: bool
-
-
-def _spec(body: Callable[..., Any], parameters: dict[str, Any], description: str, writes: bool = False) -> Spec:
-    return Spec(body, copy.deepcopy(parameters), description, writes)  # no schema shares parts with another
-
-
-_AGENT_SPECS = (
-    _spec(
+AGENT_SPECS: tuple[ToolSpec, ...] = (
+    spec(
         carrier.get_customer_by_phone,
-        params(phone_number=_string("phone number, e.g. '555-123-2002'")),
+        params(phone_number=string("phone number, e.g. '555-123-2002'")),
         "Find the customer whose contact number, or the number of one of whose lines, is this phone number. "
         "Returns the customer: id, name, date of birth, contact details, account status, payment methods, "
         "line ids and bill ids.",
     ),
-    _spec(carrier.get_customer_by_id, params(customer_id=_CUSTOMER_ID), "The customer with this id (as above)."),
-    _spec(
+    spec(carrier.get_customer_by_id, params(customer_id=_CUSTOMER_ID), "The customer with this id (as above)."),
+    spec(
         carrier.get_customer_by_name,
-        params(full_name=_string("e.g. 'John Smith'"), dob=_string("date of birth, YYYY-MM-DD")),
+        params(full_name=string("e.g. 'John Smith'"), dob=string("date of birth, YYYY-MM-DD")),
         "The customers whose full name (any case) and date of birth both match: a list, possibly empty.",
     ),
-    _spec(
+    spec(
         carrier.get_details_by_id,
-        params(id=_string("an id such as 'L1002', 'D1001', 'B1002', 'C1001' or 'P1001'")),
+        params(id=string("an id such as 'L1002', 'D1001', 'B1002', 'C1001' or 'P1001'")),
         "The record an id names, by its first letter: L line, D device, B bill, C customer, P plan.",
     ),
-    _spec(
+    spec(
         carrier.suspend_line,
-        params(**_LINE_ARGS, reason=_string("why the customer wants the line suspended")),
+        params(**_LINE_ARGS, reason=string("why the customer wants the line suspended")),
         "Suspend an active line of the customer from today ($5/month holding fee). Returns a message and the line.",
         writes=True,
     ),
-    _spec(
+    spec(
         carrier.resume_line,
         params(**_LINE_ARGS),
         "Reactivate a suspended (or pending activation) line of the customer. Returns a message and the line.",
         writes=True,
     ),
-    _spec(
+    spec(
         carrier.get_bills_for_customer,
         params(
             optional=("limit",),
@@ -119,39 +88,39 @@ _AGENT_SPECS = (
         ),
         "The customer's bills, latest issue date first: period, dates, total due, items and status.",
     ),
-    _spec(
+    spec(
         carrier.send_payment_request,
-        params(customer_id=_CUSTOMER_ID, bill_id=_string("id of one of the customer's bills, e.g. 'B1002'")),
+        params(customer_id=_CUSTOMER_ID, bill_id=string("id of one of the customer's bills, e.g. 'B1002'")),
         "Ask the customer to pay one of their bills (it becomes Awaiting Payment and the request shows on their "
         "phone). Refused while another of their bills awaits payment; it does not check that the bill is unpaid.",
         writes=True,
     ),
-    _spec(
+    spec(
         carrier.get_data_usage,
         params(**_LINE_ARGS),
         "The line's data use in this billing cycle: GB used, the plan's limit in GB, GB refueled, cycle end date.",
     ),
-    _spec(
+    spec(
         carrier.enable_roaming,
         params(**_LINE_ARGS),
         "Allow international roaming on the customer's line (the carrier's side; the phone has its own switch).",
         writes=True,
     ),
-    _spec(
+    spec(
         carrier.disable_roaming,
         params(**_LINE_ARGS),
         "Stop international roaming on the customer's line.",
         writes=True,
     ),
-    _spec(
+    spec(
         carrier.transfer_to_human_agents,
-        params(summary=_string("the customer's issue in a few sentences")),
+        params(summary=string("the customer's issue in a few sentences")),
         "Hand the customer over to a human agent; only when they ask for one or the policy and tools cannot "
         "solve their issue.",
     ),
-    _spec(
+    spec(
         carrier.refuel_data,
-        params(**_LINE_ARGS, gb_amount=_number("GB of data to add, more than 0")),
+        params(**_LINE_ARGS, gb_amount=number("GB of data to add, more than 0")),
         "Add data to the line for this billing cycle, charged at the plan's refuel price per GB on the "
         "customer's next (draft) bill.",
         writes=True,
@@ -160,94 +129,92 @@ _AGENT_SPECS = (
 
 _NOTHING = params()
 
-_USER_SPECS = (
-    _spec(
+USER_SPECS: tuple[ToolSpec, ...] = (
+    spec(
         phone.check_status_bar,
         _NOTHING,
         "What the phone's status bar shows: signal, network type, mobile data and data saver, Wi-Fi, VPN, battery "
         "(or airplane mode).",
     ),
-    _spec(
+    spec(
         phone.check_network_status,
         _NOTHING,
         "The phone's connection details: airplane mode, SIM, cellular connection, signal and network type, mobile "
         "data and data roaming switches, Wi-Fi radio and connection.",
     ),
-    _spec(phone.check_network_mode_preference, _NOTHING, "The phone's preferred network mode."),
-    _spec(
+    spec(phone.check_network_mode_preference, _NOTHING, "The phone's preferred network mode."),
+    spec(
         phone.set_network_mode_preference,
-        params(mode=_string("'4g_5g_preferred', '4g_only', '3g_only' or '2g_only'")),
+        params(mode=string("'4g_5g_preferred', '4g_only', '3g_only' or '2g_only'")),
         "Set the phone's preferred network mode; another value is refused with a message. The phone then "
         "searches the network again.",
         writes=True,
     ),
-    _spec(
+    spec(
         phone.run_speed_test,
         _NOTHING,
         "Measure the phone's mobile data download speed and say what it is good for (fails without mobile data).",
     ),
-    _spec(
+    spec(
         phone.toggle_airplane_mode,
         _NOTHING,
         "Switch airplane mode on or off; on, every radio is off and Wi-Fi and VPN disconnect.",
         writes=True,
     ),
-    _spec(phone.check_sim_status, _NOTHING, "Whether the SIM card is active, missing, or locked by a PIN or PUK."),
-    _spec(
+    spec(phone.check_sim_status, _NOTHING, "Whether the SIM card is active, missing, or locked by a PIN or PUK."),
+    spec(
         phone.reseat_sim_card,
         _NOTHING,
         "Take the SIM card out and put it back; the phone then searches the network again.",
         writes=True,
     ),
-    _spec(phone.toggle_data, _NOTHING, "Switch mobile data on or off.", writes=True),
-    _spec(
+    spec(phone.toggle_data, _NOTHING, "Switch mobile data on or off.", writes=True),
+    spec(
         phone.toggle_roaming,
         _NOTHING,
         "Switch data roaming on or off on the phone (abroad, mobile data needs it and a line that allows roaming).",
         writes=True,
     ),
-    _spec(phone.check_data_restriction_status, _NOTHING, "Whether data saver mode is on."),
-    _spec(
-        phone.toggle_data_saver_mode, _NOTHING, "Switch data saver mode on or off (on, data is slower).", writes=True
-    ),
-    _spec(phone.check_apn_settings, _NOTHING, "The phone's APN name and MMS center URL (for picture messages)."),
-    _spec(
+    spec(phone.check_data_restriction_status, _NOTHING, "Whether data saver mode is on."),
+    spec(phone.toggle_data_saver_mode, _NOTHING, "Switch data saver mode on or off (on, data is slower).", writes=True),
+    spec(phone.check_apn_settings, _NOTHING, "The phone's APN name and MMS center URL (for picture messages)."),
+    spec(
         phone.set_apn_settings,
         params(apn_settings=_APN_SCHEMA),
         "Replace the phone's APN settings; the phone then searches the network again.",
         writes=True,
     ),
-    _spec(
+    spec(
         phone.reset_apn_settings,
         _NOTHING,
         "Have the APN settings return to their defaults at the next reboot.",
         writes=True,
     ),
-    _spec(phone.check_wifi_status, _NOTHING, "Whether Wi-Fi is on, which network it is connected to, its signal."),
-    _spec(phone.toggle_wifi, _NOTHING, "Switch Wi-Fi on or off (not in airplane mode).", writes=True),
-    _spec(phone.check_wifi_calling_status, _NOTHING, "Whether Wi-Fi calling is on."),
-    _spec(phone.toggle_wifi_calling, _NOTHING, "Switch Wi-Fi calling on or off.", writes=True),
-    _spec(phone.check_vpn_status, _NOTHING, "Whether a VPN is set up or connected, with the connection's details."),
-    _spec(phone.connect_vpn, _NOTHING, "Connect the phone's VPN.", writes=True),
-    _spec(phone.disconnect_vpn, _NOTHING, "Disconnect the phone's VPN.", writes=True),
-    _spec(phone.check_installed_apps, _NOTHING, "The names of the apps on the phone."),
-    _spec(phone.check_app_status, params(app_name=_APP_NAME), "An app's status: the permissions it has, one a line."),
-    _spec(phone.check_app_permissions, params(app_name=_APP_NAME), "The permissions an app has, in one sentence."),
-    _spec(
+    spec(phone.check_wifi_status, _NOTHING, "Whether Wi-Fi is on, which network it is connected to, its signal."),
+    spec(phone.toggle_wifi, _NOTHING, "Switch Wi-Fi on or off (not in airplane mode).", writes=True),
+    spec(phone.check_wifi_calling_status, _NOTHING, "Whether Wi-Fi calling is on."),
+    spec(phone.toggle_wifi_calling, _NOTHING, "Switch Wi-Fi calling on or off.", writes=True),
+    spec(phone.check_vpn_status, _NOTHING, "Whether a VPN is set up or connected, with the connection's details."),
+    spec(phone.connect_vpn, _NOTHING, "Connect the phone's VPN.", writes=True),
+    spec(phone.disconnect_vpn, _NOTHING, "Disconnect the phone's VPN.", writes=True),
+    spec(phone.check_installed_apps, _NOTHING, "The names of the apps on the phone."),
+    spec(phone.check_app_status, params(app_name=_APP_NAME), "An app's status: the permissions it has, one a line."),
+    spec(phone.check_app_permissions, params(app_name=_APP_NAME), "The permissions an app has, in one sentence."),
+    spec(
         phone.grant_app_permission,
-        params(app_name=_APP_NAME, permission=_string("'sms', 'storage', 'phone' or 'network'")),
+        params(app_name=_APP_NAME, permission=string("'sms', 'storage', 'phone' or 'network'")),
         "Give an app a permission.",
         writes=True,
     ),
-    _spec(phone.can_send_mms, _NOTHING, "Whether the messaging app can send MMS (picture) messages now."),
-    _spec(
+    spec(phone.can_send_mms, _NOTHING, "Whether the messaging app can send MMS (picture) messages now."),
+    spec(
         phone.reboot_device,
         _NOTHING,
         "Restart the phone: a pending APN reset takes effect and the phone searches the network again.",
         writes=True,
     ),
-    _spec(phone.check_payment_request, _NOTHING, "Whether the carrier has asked for a payment: bill and amount."),
-    _spec(phone.make_payment, _NOTHING, "Pay the bill of the pending payment request.", writes=True),
+    spec(phone.check_payment_request, _NOTHING, "Whether the carrier has asked for a payment: bill and amount."),
+    spec(phone.make_payment, _NOTHING, "Pay the bill of the pending payment request.", writes=True),
 )
 
 
@@ -262,13 +229,9 @@ def _tool_fn(body: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _tools(specs: tuple[Spec, ...]) -> tuple[Tool, ...]:
-    return tuple(Tool(s.body.__name__, s.description, s.parameters, _tool_fn(s.body), writes=s.writes) for s in specs)
-
-
-AGENT_TOOLS: tuple[Tool, ...] = _tools(_AGENT_SPECS)
+AGENT_TOOLS: tuple[Tool, ...] = make_tools(AGENT_SPECS, _tool_fn)
 """The carrier agent's tools (tau2's ``TelecomTools``)."""
-USER_TOOLS: tuple[Tool, ...] = _tools(_USER_SPECS)
+USER_TOOLS: tuple[Tool, ...] = make_tools(USER_SPECS, _tool_fn)
 """The customer's phone tools (tau2's ``TelecomUserTools``)."""
 WRITE_TOOLS = frozenset(t.name for t in AGENT_TOOLS + USER_TOOLS if t.writes)
 """The tools tau2 marks as writes, on both sides."""
@@ -276,30 +239,30 @@ WRITE_TOOLS = frozenset(t.name for t in AGENT_TOOLS + USER_TOOLS if t.writes)
 if {t.name for t in AGENT_TOOLS} & {t.name for t in USER_TOOLS}:  # pragma: no cover - tau2's solo mode needs this
     raise RuntimeError("telecom tool names of the carrier and the phone overlap")
 
-_BOOL_STATUS = params(expected_status=_boolean("the expected state"))
+_BOOL_STATUS = params(expected_status=boolean("the expected state"))
 
 _AGENT_FUNCTIONS = {
     carrier.get_available_plan_ids: _NOTHING,
-    carrier.set_data_usage: params(**_LINE_ARGS, data_used_gb=_number("GB used this cycle")),
+    carrier.set_data_usage: params(**_LINE_ARGS, data_used_gb=number("GB used this cycle")),
     carrier.suspend_line_for_overdue_bill: params(
         customer_id=_CUSTOMER_ID,
-        line_id=_string("line id"),
-        new_bill_id=_string("id of the overdue bill to create"),
-        contract_ended=_boolean("whether the line's contract ended last month"),
+        line_id=string("line id"),
+        new_bill_id=string("id of the overdue bill to create"),
+        contract_ended=boolean("whether the line's contract ended last month"),
     ),
-    carrier.assert_data_refueling_amount: params(**_LINE_ARGS, expected_amount=_number("GB")),
-    carrier.assert_line_status: params(**_LINE_ARGS, expected_status=_string("e.g. 'Active'")),
-    carrier.assert_overdue_bill_exists: params(customer_id=_CUSTOMER_ID, overdue_bill_id=_string("bill id")),
-    carrier.assert_no_overdue_bill: params(overdue_bill_id=_string("bill id")),
+    carrier.assert_data_refueling_amount: params(**_LINE_ARGS, expected_amount=number("GB")),
+    carrier.assert_line_status: params(**_LINE_ARGS, expected_status=string("e.g. 'Active'")),
+    carrier.assert_overdue_bill_exists: params(customer_id=_CUSTOMER_ID, overdue_bill_id=string("bill id")),
+    carrier.assert_no_overdue_bill: params(overdue_bill_id=string("bill id")),
 }
 
 _USER_FUNCTIONS = {
-    phone.set_user_info: params(name=_string("the customer's name"), phone_number=_string("their line's number")),
-    phone.set_user_location: params(abroad=_boolean("whether the customer is abroad")),
+    phone.set_user_info: params(name=string("the customer's name"), phone_number=string("their line's number")),
+    phone.set_user_location: params(abroad=boolean("whether the customer is abroad")),
     phone.turn_airplane_mode_on: _NOTHING,
     phone.turn_airplane_mode_off: _NOTHING,
     phone.unseat_sim_card: _NOTHING,
-    phone.lock_sim_card: params(mode=_string("'pin' or 'puk'")),
+    phone.lock_sim_card: params(mode=string("'pin' or 'puk'")),
     phone.turn_data_on: _NOTHING,
     phone.turn_data_off: _NOTHING,
     phone.turn_roaming_on: _NOTHING,
@@ -310,20 +273,20 @@ _USER_FUNCTIONS = {
     phone.break_apn_mms_setting: _NOTHING,
     phone.set_wifi_calling: params(
         optional=("mms_over_wifi",),
-        enabled=_boolean("Wi-Fi calling on or off"),
+        enabled=boolean("Wi-Fi calling on or off"),
         mms_over_wifi={"type": ["boolean", "null"], "description": "MMS over Wi-Fi on or off; null: unchanged"},
     ),
     phone.break_vpn: _NOTHING,
-    phone.remove_app_permission: params(app_name=_APP_NAME, permission=_string("permission name")),
+    phone.remove_app_permission: params(app_name=_APP_NAME, permission=string("permission name")),
     phone.simulate_network_search: _NOTHING,
     phone.assert_airplane_mode_status: _BOOL_STATUS,
-    phone.assert_service_status: params(expected_status=_string("e.g. 'connected' or 'no_service'")),
+    phone.assert_service_status: params(expected_status=string("e.g. 'connected' or 'no_service'")),
     phone.assert_mobile_data_status: _BOOL_STATUS,
     phone.assert_mobile_roaming_status: _BOOL_STATUS,
     phone.assert_mobile_data_saver_mode_status: _BOOL_STATUS,
     phone.assert_internet_speed: params(
         optional=("expected_desc",),
-        expected_speed=_number("Mbps at least"),
+        expected_speed=number("Mbps at least"),
         expected_desc={"type": ["string", "null"], "description": "e.g. 'excellent'; null: any"},
     ),
     phone.assert_internet_not_excellent: _NOTHING,
@@ -332,15 +295,17 @@ _USER_FUNCTIONS = {
 }
 
 
-def _functions(specs: tuple[Spec, ...], extra: Mapping[Callable[..., Any], dict[str, Any]]) -> dict[str, EnvFunction]:
+def _functions(
+    specs: tuple[ToolSpec, ...], extra: Mapping[Callable[..., Any], dict[str, Any]]
+) -> dict[str, EnvFunction]:
     table = {s.body.__name__: EnvFunction(s.body, s.parameters) for s in specs}
     table.update({body.__name__: EnvFunction(body, parameters) for body, parameters in extra.items()})
     return table
 
 
 ENV_FUNCTIONS: dict[str, dict[str, EnvFunction]] = {
-    "assistant": _functions(_AGENT_SPECS, _AGENT_FUNCTIONS),
-    "user": _functions(_USER_SPECS, _USER_FUNCTIONS),
+    "assistant": _functions(AGENT_SPECS, _AGENT_FUNCTIONS),
+    "user": _functions(USER_SPECS, _USER_FUNCTIONS),
 }
 """Every function tasks may call by name, per side: the tools, the scenario set-up functions and the
 assertions (tau2's public functions of ``TelecomTools`` and ``TelecomUserTools``)."""
@@ -396,3 +361,21 @@ def run_initialization_actions(conn: sqlite3.Connection, actions: Iterable[Mappi
     for action in actions:
         run_env_function(conn, action["env_type"], action["func_name"], action.get("arguments") or {})
     sync(conn)
+
+
+def prepare_task(conn: sqlite3.Connection, task: Task) -> None:
+    """Set ``task``'s starting state on a fresh database: its initialization actions, each then a sync, and a last
+    sync, as tau2's ``set_state`` does (:attr:`joy_env.core.Domain.prepare`)."""
+    run_initialization_actions(conn, task.meta.get("initialization_actions") or ())
+
+
+def assertions_hold(conn: sqlite3.Connection, assertions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether every state assertion holds on a final database. tau2 replays the conversation into a fresh
+    environment, whose ``set_state`` ends with a sync, then runs each assertion function (which only reads: the
+    sync after each is skipped, it would change nothing). An assertion that fails to run (tau2's evaluation would
+    stop with its error) does not hold."""
+    try:
+        sync(conn)
+        return all(run_env_assertion(conn, a, then_sync=False) for a in assertions)
+    except (ToolError, ValueError):
+        return False

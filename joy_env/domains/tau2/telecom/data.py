@@ -2,7 +2,7 @@
 phone and surroundings (``user_db.toml``), each as tau2's ``model_dump()`` gives them -- every field present, in
 tau2's field order -- in JSON form: dates are ``"YYYY-MM-DD"``, datetimes ``"YYYY-MM-DD HH:MM:SS"`` (``str()`` of
 the value, which is what tau2's hash and tool results print), enums their values (see
-:mod:`joy_env.domains.tau2_telecom`)."""
+:mod:`joy_env.domains.tau2.telecom`)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,26 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from joy_env.domains.tau2.data import DATA_FILES as TAU2_DATA_FILES
-
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-DATA_FILES = TAU2_DATA_FILES["telecom"]
+DATA_FILES = (
+    "db.toml",
+    "user_db.toml",
+    "tasks.json",
+    "split_tasks.json",
+    "main_policy.md",
+    "main_policy_solo.md",
+    "tech_support_manual.md",
+)
 """The files of tau2's telecom data directory this domain uses (the policies tau2 reads for its ``manual``
 policy type: ``main_policy.md`` with an assisting user, ``main_policy_solo.md`` alone; the technical-support
 manual in both modes)."""
+SPLITS = ("train", "test", "all", "small", "full")
+"""tau2's ``train`` and ``test`` splits, ``all`` (tau2's ``base`` set, 114 tasks), ``small`` (20) and ``full``
+(2,285: every generated telecom task)."""
 
 TODAY = datetime.date(2025, 2, 25)
 """tau2's fixed "today" of the telecom domain."""
@@ -522,3 +531,12 @@ def load_db(root: Path) -> dict[str, Any]:
     (tau2's ``TelecomDB.model_dump()`` and ``TelecomUserDB.model_dump()`` in JSON form). The files are read once
     per process; every call returns a fresh copy."""
     return json.loads(_load_text(str(Path(root))))
+
+
+def read_policy(root: Path, solo: bool = True) -> str:
+    """The policy the technical-support agent follows, as tau2 builds it for its ``manual`` policy type: the main
+    policy (``main_policy_solo.md`` for an agent that works alone, tau2's solo mode, else ``main_policy.md``) and
+    the technical-support manual, in tau2's ``<main_policy>`` / ``<tech_support_policy>`` wrapping."""
+    main = (root / ("main_policy_solo.md" if solo else "main_policy.md")).read_text(encoding="utf-8")
+    manual = (root / "tech_support_manual.md").read_text(encoding="utf-8")
+    return f"<main_policy>\n{main}\n</main_policy>\n<tech_support_policy>\n{manual}\n</tech_support_policy>"

@@ -74,11 +74,13 @@ Package layout
 (:func:`calculate_expression`), ``tools`` (the tool bodies), ``schemas`` (:data:`TOOLS`, :data:`WRITE_TOOLS`,
 the system prompt, :func:`domain`) and ``tasks`` (retail's task source, request and gold answer, from
 :mod:`joy_env.domains.tau2`, and :func:`env_spec` of the alias). Everything listed in ``__all__`` is importable
-from ``joy_env.domains.tau2_retail``.
+from ``joy_env.domains.tau2.retail``.
 """
 
-from joy_env.domains.tau2_retail.calculate import MAX_POW_BITS, calculate_expression
-from joy_env.domains.tau2_retail.data import (
+from joy_env.domains.tau2.calculate import MAX_POW_BITS, calculate_expression
+from joy_env.domains.tau2.contract import Tau2Domain
+from joy_env.domains.tau2.retail import prompts
+from joy_env.domains.tau2.retail.data import (
     DATA_FILES,
     INSTALL_HINT,
     SPLITS,
@@ -87,9 +89,10 @@ from joy_env.domains.tau2_retail.data import (
     load_db,
     load_retail,
 )
-from joy_env.domains.tau2_retail.db import AUDIT, build_db, dump_db
-from joy_env.domains.tau2_retail.schemas import ROLE_PROMPT, TOOLS, WRITE_TOOLS, domain, system_prompt
-from joy_env.domains.tau2_retail.tasks import (
+from joy_env.domains.tau2.retail.db import AUDIT, build_db, dump_db
+from joy_env.domains.tau2.retail.prompts import ROLE_PROMPT
+from joy_env.domains.tau2.retail.schemas import TOOLS, WRITE_TOOLS, domain, system_prompt
+from joy_env.domains.tau2.retail.tasks import (
     TASK_PREFIX,
     Tau2TaskSource,
     env_spec,
@@ -98,8 +101,23 @@ from joy_env.domains.tau2_retail.tasks import (
     task_source,
 )
 
+DOMAIN = Tau2Domain(
+    name="retail",
+    data_files=DATA_FILES,
+    splits=SPLITS,
+    load_db=load_db,
+    build_db=build_db,
+    audit=AUDIT,
+    tools=TOOLS,
+    service=prompts.SERVICE,
+    serves=prompts.SERVES,
+    solo_role=prompts.ROLE_PROMPT,
+)
+"""The retail domain's :class:`~joy_env.domains.tau2.contract.Tau2Domain`."""
+
 __all__ = [
     "AUDIT",
+    "DOMAIN",
     "DATA_FILES",
     "INSTALL_HINT",
     "MAX_POW_BITS",

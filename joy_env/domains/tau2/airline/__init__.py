@@ -61,7 +61,7 @@ would call its Python function anyway; extra keys inside list items are ignored,
 strings are capped at 2,000 characters and lists at 100 items (as every agent argument in the env), integers
 lie within +-10^9 (:data:`INT_LIMIT`; tau2 has no bound, and its own code fails on huge amounts), and
 ``calculate`` evaluates with our own arithmetic, never ``eval``
-(:func:`joy_env.domains.tau2_retail.calculate_expression`: the same results and messages, huge powers refused).
+(:func:`joy_env.domains.tau2.calculate.calculate_expression`: the same results and messages, huge powers refused).
 
 Database
 ========
@@ -80,18 +80,37 @@ Package layout
 --------------
 ``data`` (finding and reading the data, the canonical entities), ``db`` (the SQLite database and the per-call
 session the tools use), ``tools`` (the tool bodies) and ``schemas`` (:data:`TOOLS`, :data:`WRITE_TOOLS`).
-Everything listed in ``__all__`` is importable from ``joy_env.domains.tau2_airline``.
+Everything listed in ``__all__`` is importable from ``joy_env.domains.tau2.airline``.
 """
 
-from joy_env.domains.tau2_airline.data import DATA_FILES, INSTALL_HINT, find_airline_data, load_db
-from joy_env.domains.tau2_airline.db import AUDIT, build_db, dump_db
-from joy_env.domains.tau2_airline.schemas import INT_LIMIT, TOOLS, WRITE_TOOLS
+from joy_env.domains.tau2.airline import prompts
+from joy_env.domains.tau2.airline.data import DATA_FILES, INSTALL_HINT, SPLITS, find_airline_data, load_db
+from joy_env.domains.tau2.airline.db import AUDIT, build_db, dump_db
+from joy_env.domains.tau2.airline.schemas import INT_LIMIT, TOOLS, WRITE_TOOLS
+from joy_env.domains.tau2.contract import Tau2Domain
+
+DOMAIN = Tau2Domain(
+    name="airline",
+    data_files=DATA_FILES,
+    splits=SPLITS,
+    load_db=load_db,
+    build_db=build_db,
+    audit=AUDIT,
+    tools=TOOLS,
+    service=prompts.SERVICE,
+    serves=prompts.SERVES,
+    solo_role=prompts.ROLE_PROMPT,
+    master_prompt=prompts.MASTER_PROMPT,
+)
+"""The airline domain's :class:`~joy_env.domains.tau2.contract.Tau2Domain`."""
 
 __all__ = [
     "AUDIT",
     "DATA_FILES",
+    "DOMAIN",
     "INSTALL_HINT",
     "INT_LIMIT",
+    "SPLITS",
     "TOOLS",
     "WRITE_TOOLS",
     "build_db",

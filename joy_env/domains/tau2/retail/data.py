@@ -1,5 +1,5 @@
 """tau2-bench's retail data: where it lies, and reading it into canonical form (tau2's field order, every
-optional field present), once per process (see :mod:`joy_env.domains.tau2_retail`)."""
+optional field present), once per process (see :mod:`joy_env.domains.tau2.retail`)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from joy_env.domains.tau2.data import DATA_FILES as TAU2_DATA_FILES
-from joy_env.domains.tau2.data import SPLITS as TAU2_SPLITS
 from joy_env.domains.tau2.data import find_data, install_hint, load
 
-DATA_FILES = TAU2_DATA_FILES["retail"]
-SPLITS = TAU2_SPLITS["retail"]
-INSTALL_HINT = install_hint("retail")
+DATA_FILES = ("db.json", "tasks.json", "split_tasks.json", "policy.md")
+"""The files of tau2's retail data directory this domain uses."""
+SPLITS = ("train", "test", "all")
+"""tau2's ``train`` and ``test`` splits, and ``all`` (every task)."""
+INSTALL_HINT = install_hint("retail", DATA_FILES)
 
 
 def find_tau2_data(path: str | os.PathLike[str] | None = None) -> Path:
@@ -56,7 +56,7 @@ def _payment_method(p: Mapping[str, Any]) -> dict[str, Any]:
     return {"source": p["source"], "id": p["id"]}
 
 
-def _payment(transaction_type: str, amount: Any, payment_method_id: str) -> dict[str, Any]:
+def payment_entry(transaction_type: str, amount: Any, payment_method_id: str) -> dict[str, Any]:
     # tau2 builds an OrderPayment model: its float field turns an int amount into a float
     return {"transaction_type": transaction_type, "amount": float(amount), "payment_method_id": payment_method_id}
 
@@ -116,7 +116,7 @@ def _canon_order(o: Mapping[str, Any]) -> dict[str, Any]:
             {"tracking_id": list(f["tracking_id"]), "item_ids": list(f["item_ids"])} for f in o["fulfillments"]
         ],
         "payment_history": [
-            _payment(p["transaction_type"], p["amount"], p["payment_method_id"]) for p in o["payment_history"]
+            payment_entry(p["transaction_type"], p["amount"], p["payment_method_id"]) for p in o["payment_history"]
         ],
     }
     for key in _OPTIONAL_ORDER_FIELDS:

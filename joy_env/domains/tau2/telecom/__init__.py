@@ -174,34 +174,64 @@ Package layout
 :func:`build_db`), ``schemas`` (the tools, their schemas and the environment functions).
 """
 
-from joy_env.domains.tau2_telecom.data import DATA_FILES, TODAY, load_db
-from joy_env.domains.tau2_telecom.db import AUDIT, dump_db, dump_user_db, new_bill_id
-from joy_env.domains.tau2_telecom.schemas import (
+from joy_env.domains.tau2.contract import Tau2Domain
+from joy_env.domains.tau2.telecom import prompts
+from joy_env.domains.tau2.telecom.data import DATA_FILES, SPLITS, TODAY, load_db, read_policy
+from joy_env.domains.tau2.telecom.db import AUDIT, dump_db, dump_user_db, new_bill_id
+from joy_env.domains.tau2.telecom.schemas import (
     AGENT_TOOLS,
     ENV_FUNCTIONS,
     ENV_TYPES,
     USER_TOOLS,
     WRITE_TOOLS,
+    assertions_hold,
+    prepare_task,
     run_env_assertion,
     run_env_function,
     run_initialization_actions,
 )
-from joy_env.domains.tau2_telecom.sync import build_db, sync
+from joy_env.domains.tau2.telecom.sync import build_db, sync
+
+DOMAIN = Tau2Domain(
+    name="telecom",
+    data_files=DATA_FILES,
+    splits=SPLITS,
+    load_db=load_db,
+    build_db=build_db,
+    audit=AUDIT,
+    tools=AGENT_TOOLS,
+    service=prompts.SERVICE,
+    serves=prompts.SERVES,
+    solo_role=prompts.ROLE_PROMPT,
+    dialogue_note=prompts.DIALOGUE_NOTE,
+    policy=read_policy,
+    master_prompt=prompts.MASTER_PROMPT,
+    user_tools=USER_TOOLS,
+    prepare=prepare_task,
+    env_assertions=assertions_hold,
+)
+"""The telecom domain's :class:`~joy_env.domains.tau2.contract.Tau2Domain`: the carrier's tools, the customer's
+phone, the tasks' starting states and state assertions."""
 
 __all__ = [
     "AGENT_TOOLS",
     "AUDIT",
     "DATA_FILES",
+    "DOMAIN",
     "ENV_FUNCTIONS",
     "ENV_TYPES",
+    "SPLITS",
     "TODAY",
     "USER_TOOLS",
     "WRITE_TOOLS",
+    "assertions_hold",
     "build_db",
     "dump_db",
     "dump_user_db",
     "load_db",
     "new_bill_id",
+    "prepare_task",
+    "read_policy",
     "run_env_assertion",
     "run_env_function",
     "run_initialization_actions",

@@ -1,6 +1,6 @@
 """The sync between the carrier's records and the customer's phone (tau2's ``TelecomEnvironment.sync_tools``),
 the fresh database (:func:`build_db`) and :func:`call`, which runs one function the way tau2's environment does:
-the function, then the sync, changes kept on failure (see :mod:`joy_env.domains.tau2_telecom`)."""
+the function, then the sync, changes kept on failure (see :mod:`joy_env.domains.tau2.telecom`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from joy_env.core import ToolError
-from joy_env.domains.tau2_telecom.carrier import bills_awaiting_payment, customer_by_phone, line_by_phone
-from joy_env.domains.tau2_telecom.data import canon_agent_db, canon_user_db
-from joy_env.domains.tau2_telecom.db import Session, create_db
+from joy_env.domains.tau2.telecom.carrier import bills_awaiting_payment, customer_by_phone, line_by_phone
+from joy_env.domains.tau2.telecom.data import canon_agent_db, canon_user_db
+from joy_env.domains.tau2.telecom.db import Session, create_db
 
 
 def sync_session(s: Session) -> None:

@@ -1,6 +1,6 @@
 """The telecom state in SQLite -- the carrier's records and the customer's phone and surroundings on one
 connection, in separate tables -- and the per-call :class:`Session` that the tools read and write it through
-(see :mod:`joy_env.domains.tau2_telecom`).
+(see :mod:`joy_env.domains.tau2.telecom`).
 
 Each element of tau2's lists (plans, customers, lines, bills, devices) is one row keyed by its position ``pos``
 in the list (tau2 only ever appends, so positions are stable and ``ORDER BY pos`` is tau2's list order), with its

@@ -1,5 +1,5 @@
 """The retail database in SQLite, one JSON document per product, user and order in tau2's field order, and
-the per-call session that the tools read and write it through (see :mod:`joy_env.domains.tau2_retail`)."""
+the per-call session that the tools read and write it through (see :mod:`joy_env.domains.tau2.retail`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from joy_env.core import ToolError
+from joy_env.domains.tau2.retail.data import RetailData
 from joy_env.domains.tau2.session import session_tool
-from joy_env.domains.tau2_retail.data import RetailData
 
 AUDIT: dict[str, tuple[str, ...]] = {"users": ("user_id",), "orders": ("order_id",)}
 """The tables the write tools change (products are never written)."""
@@ -60,7 +60,7 @@ def dump_db(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     }
 
 
-class _Session:
+class Session:
     """The entities one tool call reads, each loaded once, written back if changed (also on failure)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -116,6 +116,6 @@ class _Session:
                 raise RuntimeError("tau2 retail tools never change products")
 
 
-_run = session_tool(_Session, "retail")
+run = session_tool(Session, "retail")
 """Wrap a tool body: one session per call, changes kept even when the call fails half-way (as in tau2,
 whose tools change objects in place), and every failure reported as tau2 reports it (its message)."""

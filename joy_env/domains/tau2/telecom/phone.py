@@ -1,15 +1,15 @@
 """The customer's side, tau2's ``TelecomUserTools`` call by call: the phone's tools, the functions tasks use to
 break the phone or place the customer (``set_user_info``, ``break_vpn``, ``turn_airplane_mode_on``...) and the
-assertion functions. Each body takes a :class:`~joy_env.domains.tau2_telecom.db.Session` and returns tau2's
-text (see :mod:`joy_env.domains.tau2_telecom`)."""
+assertion functions. Each body takes a :class:`~joy_env.domains.tau2.telecom.db.Session` and returns tau2's
+text (see :mod:`joy_env.domains.tau2.telecom`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from joy_env.core import ToolError
-from joy_env.domains.tau2_telecom.data import NETWORK_MODES, NETWORK_STATUSES, PERMISSIONS, canon_apn
-from joy_env.domains.tau2_telecom.db import Session
+from joy_env.domains.tau2.telecom.data import NETWORK_MODES, NETWORK_STATUSES, PERMISSIONS, canon_apn
+from joy_env.domains.tau2.telecom.db import Session
 
 Doc = dict[str, Any]
 

@@ -1,5 +1,5 @@
 """The airline database in SQLite, one JSON document per flight, user and reservation in tau2's field order, and
-the per-call session that the tools read and write it through (see :mod:`joy_env.domains.tau2_airline`)."""
+the per-call session that the tools read and write it through (see :mod:`joy_env.domains.tau2.airline`)."""
 
 from __future__ import annotations
 
