@@ -238,7 +238,7 @@ def test_get_weather_errors(kwargs, message):
 def test_convert_units(value, src, dst, expected):
     r = call("convert_units", value=value, from_unit=src, to_unit=dst)
     assert r["result"] == pytest.approx(expected, abs=1e-9)
-    assert r["from_unit"] in g._tables()["unit_by_code"] and r["to_unit"] in g._tables()["unit_by_code"]
+    assert r["from_unit"] in g.world_tables()["unit_by_code"] and r["to_unit"] in g.world_tables()["unit_by_code"]
     assert isinstance(r["result"], int) == float(expected).is_integer()
 
 
@@ -357,7 +357,7 @@ def test_search_flights():
 
 
 def test_dictionary_population_country_distance():
-    assert len(g._tables()["words"]) >= 150
+    assert len(g.world_tables()["words"]) >= 150
     assert call("define_word", word="Serene") == {
         "word": "serene",
         "part_of_speech": "adjective",
@@ -365,7 +365,7 @@ def test_dictionary_population_country_distance():
     }
     with pytest.raises(ToolError, match="Did you mean serene"):
         call("define_word", word="serine")
-    for w in g._tables()["words"]:
+    for w in g.world_tables()["words"]:
         assert re.fullmatch(r"[a-z ]+", w.definition), w
     assert call("get_population", city="Tokyo") == {
         "city": "Tokyo",
@@ -442,11 +442,11 @@ def test_tools_never_crash_on_hostile_strings(name):
 def test_tools_are_deterministic_and_ascii():
     rng = random.Random(5)
     for _ in range(200):
-        c = rng.choice(g._tables()["cities"])
+        c = rng.choice(g.world_tables()["cities"])
         d = f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
         w1, w2 = call("get_weather", city=c.name, date=d), call("get_weather", city=c.name, date=d)
         assert w1 == w2 and _printable(json.dumps(w1))
-        other = rng.choice(g._tables()["cities"])
+        other = rng.choice(g.world_tables()["cities"])
         if other != c:
             f1 = call("search_flights", origin=c.name, destination=other.name, date=d)
             assert f1 == call("search_flights", origin=c.name, destination=other.name, date=d)
@@ -470,7 +470,7 @@ def test_split_entities_are_disjoint_and_sized():
     for s in SPLITS:
         pairs = set(ents[s]["currency_pairs"])
         codes = {p.split(">")[0] for p in pairs}
-        assert len(codes) == len(g._CURRENCY_ROWS)
+        assert len(codes) == len(g.CURRENCY_ROWS)
         assert all(f"{p.split('>')[1]}>{p.split('>')[0]}" in pairs for p in pairs)
     with pytest.raises(ValueError, match="unknown split"):
         g.split_entities("dev")
@@ -582,7 +582,7 @@ def test_currency_part(split):
         assert executed["result"]["converted"] == info["converted"] and executed["result"]["rate"] == info["rate"]
         assert round(info["converted"], 2) == info["converted"]
         assert required_satisfied([executed], list(sub.required_calls))
-        assert has_fact(sub.answer, g._fmt(info["converted"])) and info["to_currency"] in sub.answer
+        assert has_fact(sub.answer, g.fmt(info["converted"])) and info["to_currency"] in sub.answer
     with pytest.raises(ValueError, match="unknown currency"):
         g.currency_part(rng, split, 10, "XXX")
     with pytest.raises(ValueError, match="unknown split"):

@@ -12,6 +12,7 @@ import pytest
 
 from joy_env.core import SPLITS, Domain, SubTask, Task, ToolContext, ToolError
 from joy_env.domains import math as md
+from joy_env.domains.math import pools
 from joy_env.safe_math import parse_number
 
 FIXTURE = Path(__file__).parent / "data" / "gsm8k_sample.jsonl"
@@ -118,7 +119,7 @@ def test_templates_and_distractors(samples: dict[str, list[Task]]) -> None:
         assert t.meta["test_only_template"] == (t.template in md.TEST_ONLY_TEMPLATES)
     parallel = sum(any(len(turn) == 2 for turn in t.route[0].turns) for t in samples["train"])
     assert parallel > SAMPLE // 10
-    distractors = sum(any(d.split("{x}")[0] in t.query for d in md._DISTRACTORS) for t in samples["train"])
+    distractors = sum(any(d.split("{x}")[0] in t.query for d in md.DISTRACTORS) for t in samples["train"])
     assert SAMPLE // 5 < distractors < SAMPLE * 3 // 5
 
 
@@ -142,17 +143,15 @@ def test_sizes_and_bad_index(source: md.MathTaskSource) -> None:
 
 def test_pools_are_disjoint_across_splits() -> None:
     per_split: dict[str, set[str]] = {s: set() for s in SPLITS}
-    for name in dir(md):
-        value = getattr(md, name)
-        if (
-            name.startswith("_")
-            and name[1:].isupper()
-            and isinstance(value, tuple)
-            and name not in ("_DISTRACTORS", "_DISCOUNTS", "_SHIPPING")
-        ):
+    checked = []
+    for name in dir(pools):  # every entity pool of the templates (the distractor sentences are shared)
+        value = getattr(pools, name)
+        if name.isupper() and isinstance(value, tuple) and name != "DISTRACTORS":
+            checked.append(name)
             for split in SPLITS:
-                for entry in md._part(value, split):
+                for entry in md.part(value, split):
                     per_split[split].update(entry if isinstance(entry, tuple) else (entry,))
+    assert {"FEMALE", "MALE", "GADGETS", "CLUBS", "STORES"} <= set(checked)
     assert not per_split["train"] & per_split["validation"]
     assert not per_split["train"] & per_split["test"]
     assert not per_split["validation"] & per_split["test"]
@@ -160,9 +159,9 @@ def test_pools_are_disjoint_across_splits() -> None:
 
 def test_tasks_use_only_their_split_entities(samples: dict[str, list[Task]]) -> None:
     owner = {}
-    for pool in (md._FEMALE, md._MALE, md._GADGETS, md._SCHOOLS, md._TANKS, md._SHARE_ITEMS):
+    for pool in (md.FEMALE, md.MALE, md.GADGETS, md.SCHOOLS, md.TANKS, md.SHARE_ITEMS):
         for split in SPLITS:
-            owner.update({entry: split for entry in md._part(pool, split)})
+            owner.update({entry: split for entry in md.part(pool, split)})
     for split, tasks in samples.items():
         for task in tasks:
             for entry, entry_split in owner.items():
@@ -278,8 +277,8 @@ def test_discount_part() -> None:
 def test_shopping_change_pays_any_total_and_keeps_earlier_tasks() -> None:
     big = 0
     for i in range(4000):
-        steps = md._Steps()
-        text = md._t_shopping_change(random.Random(i), "train", steps)  # never fails to generate
+        steps = md.Steps()
+        text = md.t_shopping_change(random.Random(i), "train", steps)  # never fails to generate
         m = re.search(r"pays with (?:a \$(\d+) bill|(\d+) \$100 bills)", text)
         assert m, text
         paid = int(m.group(1)) if m.group(1) else 100 * int(m.group(2))

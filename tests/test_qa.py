@@ -90,7 +90,7 @@ def test_kb_size_and_content() -> None:
 
 def test_kb_determinism() -> None:
     first = qa.kb(SEED)
-    qa._world.cache_clear()
+    qa.world_of.cache_clear()
     assert qa.kb(SEED) == first
     assert qa.kb(SEED + 1) != first
     assert qa.kb(SEED) is not qa.kb(SEED)  # callers get a copy, the cache stays intact

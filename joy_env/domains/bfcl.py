@@ -411,6 +411,62 @@ def _query(entry: dict[str, Any], where: str) -> str:
     return "\n\n".join(parts)
 
 
+def _entry_task(
+    entry: dict[str, Any],
+    answers: dict[str, Any],
+    question_file: Path,
+    answer_file: Path,
+    category: str,
+    ascii_only: bool,
+) -> tuple[Task | None, str]:
+    """One BFCL entry as a task, or ``None`` and why it is skipped (``too_long``, ``not_ascii``, ``unfit``); a
+    ``ValueError`` for an entry that breaks BFCL's format."""
+    bfcl_id = entry["id"]
+    where = f"{question_file} (id {bfcl_id})"
+    if bfcl_id not in answers:
+        raise ValueError(f"{where}: no ground truth with this id in {answer_file}")
+    truth = answers[bfcl_id].get("ground_truth")
+    docs = entry.get("function")
+    if not isinstance(truth, list) or not all(isinstance(c, dict) and len(c) == 1 for c in truth):
+        raise ValueError(f"{answer_file} (id {bfcl_id}): 'ground_truth' must be a list of {{name: args}}")
+    if not isinstance(docs, list):
+        raise ValueError(f"{where}: 'function' must be a list of function docs")
+    query = _query(entry, where)
+    if len(query) > MAX_QUERY:
+        return None, "too_long"
+    if ascii_only:
+        try:
+            query, docs, truth = _ascii(query), _ascii(docs), _ascii(truth)
+        except _NotAscii:
+            return None, "not_ascii"
+    schemas = tuple(convert_bfcl_schema(d) for d in docs)
+    functions = {s["function"]["name"]: s for s in schemas}
+    try:
+        calls = tuple(_gold_call(name, args, functions) for c in truth for name, args in c.items())
+    except _Unfit:
+        return None, "unfit"
+    sub = SubTask(
+        agent="general",
+        query=query,
+        turns=(calls,) if calls else (),
+        answer="done",
+        required_calls=tuple(truth),
+        strict_calls=True,
+    )
+    task = Task(
+        task_id=f"bfcl/{bfcl_id}",
+        domain="general",
+        query=query,
+        answer="done",
+        answer_type="none",
+        route=(sub,),
+        template=f"bfcl_{category}",
+        tools={"general": schemas},
+        meta={"source": "bfcl", "bfcl_id": bfcl_id, "category": category},
+    )
+    return task, ""
+
+
 def load_bfcl(
     path: str | os.PathLike,
     categories: Sequence[str] = DEFAULT_CATEGORIES,
@@ -451,54 +507,11 @@ def load_bfcl(
         loaded.add(question_file)
         answers = {r["id"]: r for r in _read_jsonl(answer_file)}
         for entry in _read_jsonl(question_file):
-            bfcl_id = entry["id"]
-            where = f"{question_file} (id {bfcl_id})"
-            if bfcl_id not in answers:
-                raise ValueError(f"{where}: no ground truth with this id in {answer_file}")
-            truth = answers[bfcl_id].get("ground_truth")
-            docs = entry.get("function")
-            if not isinstance(truth, list) or not all(isinstance(c, dict) and len(c) == 1 for c in truth):
-                raise ValueError(f"{answer_file} (id {bfcl_id}): 'ground_truth' must be a list of {{name: args}}")
-            if not isinstance(docs, list):
-                raise ValueError(f"{where}: 'function' must be a list of function docs")
-            query = _query(entry, where)
-            if len(query) > MAX_QUERY:
-                too_long.append(bfcl_id)
-                continue
-            if ascii_only:
-                try:
-                    query, docs, truth = _ascii(query), _ascii(docs), _ascii(truth)
-                except _NotAscii:
-                    not_ascii.append(bfcl_id)
-                    continue
-            schemas = tuple(convert_bfcl_schema(d) for d in docs)
-            functions = {s["function"]["name"]: s for s in schemas}
-            try:
-                calls = tuple(_gold_call(name, args, functions) for c in truth for name, args in c.items())
-            except _Unfit:
-                unfit.append(bfcl_id)
-                continue
-            sub = SubTask(
-                agent="general",
-                query=query,
-                turns=(calls,) if calls else (),
-                answer="done",
-                required_calls=tuple(truth),
-                strict_calls=True,
-            )
-            tasks.append(
-                Task(
-                    task_id=f"bfcl/{bfcl_id}",
-                    domain="general",
-                    query=query,
-                    answer="done",
-                    answer_type="none",
-                    route=(sub,),
-                    template=f"bfcl_{category}",
-                    tools={"general": schemas},
-                    meta={"source": "bfcl", "bfcl_id": bfcl_id, "category": category},
-                )
-            )
+            task, skipped = _entry_task(entry, answers, question_file, answer_file, category, ascii_only)
+            if task is not None:
+                tasks.append(task)
+            else:
+                {"unfit": unfit, "not_ascii": not_ascii, "too_long": too_long}[skipped].append(entry["id"])
     if unfit or not_ascii or too_long:
         warnings.warn(
             f"load_bfcl: skipped {len(unfit)} entries whose ground truth does not fit their schema "

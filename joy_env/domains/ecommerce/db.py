@@ -583,6 +583,99 @@ def _iso(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def _order_status(rng: random.Random) -> str:
+    r = rng.random()
+    for status, below in (
+        ("placed", 0.06),
+        ("paid", 0.12),
+        ("shipped", 0.25),
+        ("delivered", 0.82),
+        ("cancelled", 0.90),
+    ):
+        if r < below:
+            return status
+    return "returned"
+
+
+def _order_age_minutes(rng: random.Random, status: str) -> int:
+    """How long ago an order of ``status`` was placed."""
+    if status in ("placed", "paid"):
+        return rng.randint(30, 3 * 24 * 60)
+    if status == "shipped":
+        return rng.randint(2 * 24 * 60, 9 * 24 * 60)
+    if status == "delivered" and rng.random() < 0.4:
+        return rng.randint(5 * 24 * 60, 32 * 24 * 60)
+    return rng.randint(9 * 24 * 60, 150 * 24 * 60)
+
+
+def _order_drafts(rng: random.Random, users: list[tuple]) -> list[tuple[dt.datetime, tuple, str]]:
+    """1,250 orders' ``(created, user, status)``, oldest first."""
+    drafts = []
+    for _ in range(1250):
+        user = rng.choice(users)
+        status = _order_status(rng)
+        drafts.append((NOW_DT - dt.timedelta(minutes=_order_age_minutes(rng, status)), user, status))
+    drafts.sort(key=lambda d: (d[0], d[1][0]))
+    return drafts
+
+
+def _tracking_number(rng: random.Random, carrier: str, seen: set[str]) -> str:
+    while True:
+        tracking = f"{_CARRIERS[carrier]}{rng.randint(10**9, 10**10 - 1)}"
+        if tracking not in seen:
+            seen.add(tracking)
+            return tracking
+
+
+def _shipment(
+    rng: random.Random, oid: str, sid: str, user: tuple, created: dt.datetime, status: str, seen: set[str]
+) -> tuple[dt.datetime, tuple, list[tuple], str | None]:
+    """A shipped, delivered or returned order's shipment: ``(created, shipment row, tracking events, delivered
+    at)``; ``created`` moves back when the order would otherwise be delivered in the future."""
+    shipped = created + dt.timedelta(minutes=rng.randint(12 * 60, 36 * 60))
+    transit_days = rng.randint(2, 6)
+    eta = (shipped + dt.timedelta(days=transit_days)).date()
+    carrier = rng.choice(sorted(_CARRIERS))
+    tracking = _tracking_number(rng, carrier, seen)
+    warehouse = rng.choice(_WAREHOUSES)
+    hubs = rng.sample(_HUBS, rng.randint(1, 2))
+    plan = [(warehouse, "Label created, package handed to carrier"), (warehouse, "Picked up")]
+    plan += [(h, "Arrived at carrier facility") for h in hubs]
+    plan += [(user[4], "Out for delivery"), (user[4], "Delivered")]
+    step = dt.timedelta(minutes=transit_days * 24 * 60 // (len(plan) - 1))
+    times = [shipped + step * i for i in range(len(plan))]
+    delivered_at = None
+    if status == "shipped":
+        keep = [i for i, t in enumerate(times[:-1]) if t < NOW_DT] or [0]
+        plan, times = plan[: keep[-1] + 1], times[: keep[-1] + 1]
+        times[0] = min(times[0], NOW_DT - dt.timedelta(minutes=5))
+        ship_status = "out_for_delivery" if plan[-1][1] == "Out for delivery" else "in_transit"
+        eta = max(eta, TODAY_DATE)
+    else:
+        ship_status = "delivered"
+        if times[-1] >= NOW_DT:  # too recent to be delivered: shift the whole order back
+            shift = times[-1] - NOW_DT + dt.timedelta(hours=rng.randint(2, 48))
+            created, times = created - shift, [t - shift for t in times]
+        delivered_at = _iso(times[-1])
+        eta = times[-1].date()
+    row = (sid, oid, carrier, tracking, ship_status, _iso(times[0]), eta.isoformat(), delivered_at)
+    events = [(sid, i + 1, _iso(t), loc, what) for i, (t, (loc, what)) in enumerate(zip(times, plan, strict=True))]
+    return created, row, events, delivered_at
+
+
+def _return_rows(
+    rng: random.Random, oid: str, uid: str, lines: list[tuple], subtotal: int, discount: int, delivered_at: str, no: int
+) -> list[tuple]:
+    """The return rows of a returned order, one per line, numbered from ``no``."""
+    ret_day = dt.datetime.fromisoformat(delivered_at) + dt.timedelta(days=rng.randint(1, 20))
+    ret_day = min(ret_day, NOW_DT - dt.timedelta(hours=1))
+    reason = rng.choice(["Damaged on arrival", "Wrong size", "Changed my mind", "Not as described"])
+    return [
+        (f"R{no + i}", oid, pid, uid, q, reason, "refunded", refund_cents(c, q, subtotal, discount), _iso(ret_day))
+        for i, (pid, q, c) in enumerate(lines)
+    ]
+
+
 def _gen_orders(
     rng: random.Random,
     products: list[tuple],
@@ -597,129 +690,39 @@ def _gen_orders(
     for pm in payments:
         pay_by_user.setdefault(pm[1], []).append(pm)
     plain_coupons = [c for c in coupons if c[5] is None]
-    drafts = []
-    for _ in range(1250):
-        user = rng.choice(users)
-        r = rng.random()
-        status = (
-            "placed"
-            if r < 0.06
-            else "paid"
-            if r < 0.12
-            else "shipped"
-            if r < 0.25
-            else "delivered"
-            if r < 0.82
-            else "cancelled"
-            if r < 0.90
-            else "returned"
-        )
-        if status in ("placed", "paid"):
-            age_min = rng.randint(30, 3 * 24 * 60)
-        elif status == "shipped":
-            age_min = rng.randint(2 * 24 * 60, 9 * 24 * 60)
-        elif status == "delivered" and rng.random() < 0.4:
-            age_min = rng.randint(5 * 24 * 60, 32 * 24 * 60)
-        else:
-            age_min = rng.randint(9 * 24 * 60, 150 * 24 * 60)
-        created = NOW_DT - dt.timedelta(minutes=age_min)
-        drafts.append((created, user, status))
-    drafts.sort(key=lambda d: (d[0], d[1][0]))
-
-    orders, items, shipments, events, returns = [], [], [], [], []
-    return_no = FIRST_RETURN_NUMBER
+    orders: list[tuple] = []
+    items: list[tuple] = []
+    shipments: list[tuple] = []
+    events: list[tuple] = []
+    returns: list[tuple] = []
     tracking_seen: set[str] = set()
-    for n, (created, user, status) in enumerate(drafts):
+    for n, (created, user, status) in enumerate(_order_drafts(rng, users)):
         oid = f"O{FIRST_ORDER_NUMBER + n}"
         uid = user[0]
-        pool = by_split[split_of(uid)]
-        chosen = rng.sample(pool, rng.choice([1, 1, 2, 2, 3, 4]))
+        chosen = rng.sample(by_split[split_of(uid)], rng.choice([1, 1, 2, 2, 3, 4]))
         lines = [(p[0], rng.choice([1, 1, 1, 2, 3]), p[9]) for p in chosen]
         subtotal = sum(q * c for _, q, c in lines)
         coupon, discount = None, 0
         if rng.random() < 0.25:
             c = rng.choice(plain_coupons)
             coupon, discount = c[0], coupon_discount(c[2], c[3], subtotal)
-        total = subtotal - discount
         pm = rng.choice(pay_by_user[uid])
-        address = f"{user[3]}, {user[4]}, {user[5]} {user[6]}"
         delivered_at = cancelled_at = None
         if status == "cancelled":
             cancelled_at = _iso(created + dt.timedelta(minutes=rng.randint(20, 600)))
         if status in ("shipped", "delivered", "returned"):
-            shipped = created + dt.timedelta(minutes=rng.randint(12 * 60, 36 * 60))
-            transit_days = rng.randint(2, 6)
-            eta = (shipped + dt.timedelta(days=transit_days)).date()
-            carrier = rng.choice(sorted(_CARRIERS))
-            while True:
-                tracking = f"{_CARRIERS[carrier]}{rng.randint(10**9, 10**10 - 1)}"
-                if tracking not in tracking_seen:
-                    tracking_seen.add(tracking)
-                    break
             sid = f"S{80001 + len(shipments)}"
-            warehouse = rng.choice(_WAREHOUSES)
-            hubs = rng.sample(_HUBS, rng.randint(1, 2))
-            plan = [(warehouse, "Label created, package handed to carrier"), (warehouse, "Picked up")]
-            plan += [(h, "Arrived at carrier facility") for h in hubs]
-            plan += [(user[4], "Out for delivery"), (user[4], "Delivered")]
-            step = dt.timedelta(minutes=transit_days * 24 * 60 // (len(plan) - 1))
-            times = [shipped + step * i for i in range(len(plan))]
-            if status == "shipped":
-                keep = [i for i, t in enumerate(times[:-1]) if t < NOW_DT] or [0]
-                plan, times = plan[: keep[-1] + 1], times[: keep[-1] + 1]
-                times[0] = min(times[0], NOW_DT - dt.timedelta(minutes=5))
-                ship_status = "out_for_delivery" if plan[-1][1] == "Out for delivery" else "in_transit"
-                eta = max(eta, TODAY_DATE)
-            else:
-                ship_status = "delivered"
-                if times[-1] >= NOW_DT:  # too recent to be delivered: shift the whole order back
-                    shift = times[-1] - NOW_DT + dt.timedelta(hours=rng.randint(2, 48))
-                    created, times = created - shift, [t - shift for t in times]
-                delivered_at = _iso(times[-1])
-                eta = times[-1].date()
-            shipped_at = _iso(times[0])
-            shipments.append((sid, oid, carrier, tracking, ship_status, shipped_at, eta.isoformat(), delivered_at))
-            events.extend(
-                (sid, i + 1, _iso(t), loc, what) for i, (t, (loc, what)) in enumerate(zip(times, plan, strict=True))
-            )
+            created, shipment, steps, delivered_at = _shipment(rng, oid, sid, user, created, status, tracking_seen)
+            shipments.append(shipment)
+            events.extend(steps)
         returned = status == "returned"
-        for pid, q, c in lines:
-            items.append((oid, pid, q, c, q if returned else 0))
+        items.extend((oid, pid, q, c, q if returned else 0) for pid, q, c in lines)
         if returned:
-            ret_day = dt.datetime.fromisoformat(delivered_at) + dt.timedelta(days=rng.randint(1, 20))
-            ret_day = min(ret_day, NOW_DT - dt.timedelta(hours=1))
-            reason = rng.choice(["Damaged on arrival", "Wrong size", "Changed my mind", "Not as described"])
-            for pid, q, c in lines:
-                returns.append(
-                    (
-                        f"R{return_no}",
-                        oid,
-                        pid,
-                        uid,
-                        q,
-                        reason,
-                        "refunded",
-                        refund_cents(c, q, subtotal, discount),
-                        _iso(ret_day),
-                    )
-                )
-                return_no += 1
-        orders.append(
-            (
-                oid,
-                uid,
-                status,
-                _iso(created),
-                pm[0],
-                coupon,
-                subtotal,
-                discount,
-                total,
-                address,
-                delivered_at,
-                cancelled_at,
-            )
-        )
+            no = FIRST_RETURN_NUMBER + len(returns)
+            returns.extend(_return_rows(rng, oid, uid, lines, subtotal, discount, delivered_at, no))
+        address = f"{user[3]}, {user[4]}, {user[5]} {user[6]}"
+        row = (oid, uid, status, _iso(created), pm[0], coupon, subtotal, discount, subtotal - discount, address)
+        orders.append((*row, delivered_at, cancelled_at))
     return orders, items, shipments, events, returns
 
 

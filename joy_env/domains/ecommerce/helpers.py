@@ -13,44 +13,44 @@ from joy_env.core import ToolContext, ToolError
 from joy_env.domains.ecommerce.db import RETURN_WINDOW_DAYS, TODAY, cents_str, coupon_discount
 
 RETURN_REASONS = ("damaged", "defective", "wrong_item", "wrong_size", "not_as_described", "changed_mind")
-_SORTS = {
+SORTS = {
     "name": "name ASC, product_id ASC",
     "price_asc": "price_cents ASC, product_id ASC",
     "price_desc": "price_cents DESC, product_id ASC",
     "rating_desc": "rating DESC, price_cents ASC, product_id ASC",
 }
-_STOPWORDS = frozenset({"a", "an", "the", "for", "with", "and", "or", "of", "in", "to", "by", "from", "on", "my"})
-_PRODUCT_COLS = (
+STOPWORDS = frozenset({"a", "an", "the", "for", "with", "and", "or", "of", "in", "to", "by", "from", "on", "my"})
+PRODUCT_COLS = (
     "product_id, model_id, name, model_name, brand, category, product_type, colour, size, price_cents, "
     "rating, stock, description"
 )
-_PRODUCT_KEYS = tuple(c.strip() for c in _PRODUCT_COLS.split(","))
-_ORDER_COLS = (
+PRODUCT_KEYS = tuple(c.strip() for c in PRODUCT_COLS.split(","))
+ORDER_COLS = (
     "order_id, user_id, status, created_at, payment_id, coupon_code, subtotal_cents, discount_cents, "
     "total_cents, ship_address, delivered_at, cancelled_at"
 )
 
 
-def _conn(ctx: ToolContext) -> sqlite3.Connection:
+def shop_db(ctx: ToolContext) -> sqlite3.Connection:
     if ctx.db is None:
         raise ToolError("the shop database is not available")
     return ctx.db
 
 
-def _echo(value: Any) -> str:
+def echo(value: Any) -> str:
     """Agent text made safe to quote in a message: printable ASCII, at most 40 characters."""
     text = "".join(ch for ch in str(value) if 32 <= ord(ch) < 127)
     return text[:40] + ("..." if len(text) > 40 else "")
 
 
-def _ident(value: Any, what: str) -> str:
+def ident(value: Any, what: str) -> str:
     text = str(value).strip().upper()
     if not text:
         raise ToolError(f"{what} must not be empty")
     return text
 
 
-def _money_arg(value: Any, what: str) -> int:
+def money_arg(value: Any, what: str) -> int:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -60,7 +60,7 @@ def _money_arg(value: Any, what: str) -> int:
     return int(round(min(number, 1e9) * 100))
 
 
-def _int_arg(value: Any, what: str, lo: int, hi: int) -> int:
+def int_arg(value: Any, what: str, lo: int, hi: int) -> int:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -75,7 +75,7 @@ def _int_arg(value: Any, what: str, lo: int, hi: int) -> int:
 
 
 @contextmanager
-def _atomic(conn: sqlite3.Connection) -> Iterator[None]:
+def atomic(conn: sqlite3.Connection) -> Iterator[None]:
     """All-or-nothing block: a savepoint released on success, rolled back on any exception."""
     conn.execute("SAVEPOINT ecommerce_tool")
     try:
@@ -87,41 +87,41 @@ def _atomic(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("RELEASE ecommerce_tool")
 
 
-def _product_row(conn: sqlite3.Connection, product_id: Any) -> dict[str, Any]:
-    pid = _ident(product_id, "product_id")
-    row = conn.execute(f"SELECT {_PRODUCT_COLS} FROM products WHERE product_id = ?", (pid,)).fetchone()
+def product_row(conn: sqlite3.Connection, product_id: Any) -> dict[str, Any]:
+    pid = ident(product_id, "product_id")
+    row = conn.execute(f"SELECT {PRODUCT_COLS} FROM products WHERE product_id = ?", (pid,)).fetchone()
     if row is None:
-        raise ToolError(f"unknown product_id '{_echo(pid)}' (product ids look like P1001)")
-    return dict(zip([c.strip() for c in _PRODUCT_COLS.split(",")], row, strict=True))
+        raise ToolError(f"unknown product_id '{echo(pid)}' (product ids look like P1001)")
+    return dict(zip([c.strip() for c in PRODUCT_COLS.split(",")], row, strict=True))
 
 
-def _user_row(conn: sqlite3.Connection, user_id: Any) -> tuple:
-    uid = _ident(user_id, "user_id")
+def user_row(conn: sqlite3.Connection, user_id: Any) -> tuple:
+    uid = ident(user_id, "user_id")
     row = conn.execute(
         "SELECT user_id, name, email, street, city, state, zip FROM users WHERE user_id = ?", (uid,)
     ).fetchone()
     if row is None:
-        raise ToolError(f"unknown user_id '{_echo(uid)}' (user ids look like U2001)")
+        raise ToolError(f"unknown user_id '{echo(uid)}' (user ids look like U2001)")
     return row
 
 
-def _order_row(conn: sqlite3.Connection, order_id: Any) -> dict[str, Any]:
-    oid = _ident(order_id, "order_id")
-    row = conn.execute(f"SELECT {_ORDER_COLS} FROM orders WHERE order_id = ?", (oid,)).fetchone()
+def order_row(conn: sqlite3.Connection, order_id: Any) -> dict[str, Any]:
+    oid = ident(order_id, "order_id")
+    row = conn.execute(f"SELECT {ORDER_COLS} FROM orders WHERE order_id = ?", (oid,)).fetchone()
     if row is None:
-        raise ToolError(f"unknown order_id '{_echo(oid)}' (order ids look like O30001)")
-    return dict(zip([c.strip() for c in _ORDER_COLS.split(",")], row, strict=True))
+        raise ToolError(f"unknown order_id '{echo(oid)}' (order ids look like O30001)")
+    return dict(zip([c.strip() for c in ORDER_COLS.split(",")], row, strict=True))
 
 
-def _own_order(conn: sqlite3.Connection, user_id: Any, order_id: Any) -> dict[str, Any]:
-    uid = _user_row(conn, user_id)[0]
-    order = _order_row(conn, order_id)
+def own_order(conn: sqlite3.Connection, user_id: Any, order_id: Any) -> dict[str, Any]:
+    uid = user_row(conn, user_id)[0]
+    order = order_row(conn, order_id)
     if order["user_id"] != uid:
         raise ToolError(f"order {order['order_id']} does not belong to user {uid}")
     return order
 
 
-def _summary(p: Mapping[str, Any]) -> dict[str, Any]:
+def summary(p: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "product_id": p["product_id"],
         "name": p["name"],
@@ -135,14 +135,14 @@ def _summary(p: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _next_id(conn: sqlite3.Connection, table: str, column: str, prefix: str, first: int) -> str:
+def next_id(conn: sqlite3.Connection, table: str, column: str, prefix: str, first: int) -> str:
     """Next sequential id (ids have a fixed width, so text order is numeric order)."""
     # table / column are module constants, never agent text
     row = conn.execute(f"SELECT {column} FROM {table} ORDER BY {column} DESC LIMIT 1").fetchone()
     return f"{prefix}{max(first - 1, int(row[0][1:]) if row else 0) + 1}"
 
 
-def _cart_lines(conn: sqlite3.Connection, uid: str) -> list[tuple]:
+def cart_lines(conn: sqlite3.Connection, uid: str) -> list[tuple]:
     """``(product_id, name, category, quantity, price_cents, stock)`` of the cart, by product id."""
     return conn.execute(
         "SELECT c.product_id, p.name, p.category, c.quantity, p.price_cents, p.stock FROM cart_items c "
@@ -151,8 +151,8 @@ def _cart_lines(conn: sqlite3.Connection, uid: str) -> list[tuple]:
     ).fetchall()
 
 
-def _cart_summary(conn: sqlite3.Connection, uid: str) -> dict[str, Any]:
-    lines = _cart_lines(conn, uid)
+def cart_summary(conn: sqlite3.Connection, uid: str) -> dict[str, Any]:
+    lines = cart_lines(conn, uid)
     return {
         "user_id": uid,
         "items": [
@@ -172,15 +172,15 @@ def _cart_summary(conn: sqlite3.Connection, uid: str) -> dict[str, Any]:
     }
 
 
-_COUPON_COLS = "code, description, kind, value, min_spend_cents, category, expires_on, usage_limit, used_count, active"
+COUPON_COLS = "code, description, kind, value, min_spend_cents, category, expires_on, usage_limit, used_count, active"
 
 
-def _coupon_row(conn: sqlite3.Connection, code: Any) -> dict[str, Any]:
-    text = _ident(code, "coupon code")
-    row = conn.execute(f"SELECT {_COUPON_COLS} FROM coupons WHERE code = ?", (text,)).fetchone()
+def coupon_row(conn: sqlite3.Connection, code: Any) -> dict[str, Any]:
+    text = ident(code, "coupon code")
+    row = conn.execute(f"SELECT {COUPON_COLS} FROM coupons WHERE code = ?", (text,)).fetchone()
     if row is None:
-        raise ToolError(f"unknown coupon code '{_echo(text)}'")
-    return dict(zip([c.strip() for c in _COUPON_COLS.split(",")], row, strict=True))
+        raise ToolError(f"unknown coupon code '{echo(text)}'")
+    return dict(zip([c.strip() for c in COUPON_COLS.split(",")], row, strict=True))
 
 
 def coupon_failures(coupon: Mapping[str, Any], lines: list[tuple[str, int, int]]) -> list[tuple[str, str]]:
@@ -197,7 +197,7 @@ def coupon_failures(coupon: Mapping[str, Any], lines: list[tuple[str, int, int]]
         out.append(("expired", f"coupon {code} expired on {coupon['expires_on']} (today is {TODAY})"))
     if coupon["used_count"] >= coupon["usage_limit"]:
         out.append(("usage limit", f"coupon {code} has reached its usage limit of {coupon['usage_limit']} uses"))
-    eligible = _eligible_cents(coupon, lines)
+    eligible = eligible_cents(coupon, lines)
     if coupon["category"] is not None and eligible == 0:
         out.append(
             (
@@ -218,25 +218,25 @@ def coupon_failures(coupon: Mapping[str, Any], lines: list[tuple[str, int, int]]
     return out
 
 
-def _eligible_cents(coupon: Mapping[str, Any], lines: list[tuple[str, int, int]]) -> int:
+def eligible_cents(coupon: Mapping[str, Any], lines: list[tuple[str, int, int]]) -> int:
     return sum(q * c for cat, q, c in lines if coupon["category"] in (None, cat))
 
 
-def _checked_discount(conn: sqlite3.Connection, code: Any, lines: list[tuple[str, int, int]]) -> tuple[dict, int, int]:
+def checked_discount(conn: sqlite3.Connection, code: Any, lines: list[tuple[str, int, int]]) -> tuple[dict, int, int]:
     """``(coupon, eligible_cents, discount_cents)`` or ToolError naming the first broken rule."""
-    coupon = _coupon_row(conn, code)
+    coupon = coupon_row(conn, code)
     failures = coupon_failures(coupon, lines)
     if failures:
         raise ToolError(failures[0][1])
-    eligible = _eligible_cents(coupon, lines)
+    eligible = eligible_cents(coupon, lines)
     return coupon, eligible, coupon_discount(coupon["kind"], coupon["value"], eligible)
 
 
-def _window_days(conn: sqlite3.Connection, category: str) -> int:
+def window_days(conn: sqlite3.Connection, category: str) -> int:
     row = conn.execute("SELECT days FROM return_windows WHERE category = ?", (category,)).fetchone()
     return int(row[0]) if row else RETURN_WINDOW_DAYS
 
 
-def _return_deadline(conn: sqlite3.Connection, delivered_at: str, category: str) -> dt.date:
+def return_deadline(conn: sqlite3.Connection, delivered_at: str, category: str) -> dt.date:
     """Last day to return an item of ``category`` delivered at ``delivered_at``."""
-    return dt.date.fromisoformat(delivered_at[:10]) + dt.timedelta(days=_window_days(conn, category))
+    return dt.date.fromisoformat(delivered_at[:10]) + dt.timedelta(days=window_days(conn, category))

@@ -8,7 +8,7 @@ from typing import Any
 
 from joy_env.core import SubTask, ToolContext, check_split
 from joy_env.domains.ecommerce.db import split_of
-from joy_env.domains.ecommerce.task_helpers import _call, _facts_distinct
+from joy_env.domains.ecommerce.task_helpers import facts_distinct, gold_call
 from joy_env.domains.ecommerce.tools import get_order_details, get_product_details, search_products
 
 
@@ -26,17 +26,17 @@ def price_part(db: sqlite3.Connection, rng: random.Random, split: str) -> tuple[
     ]
     for _attempt in range(100):
         pid, _mid, name, category = rng.choice(rows)
-        search = _call("search_products", query=name, limit=5)
+        search = gold_call("search_products", query=name, limit=5)
         found = search_products(ctx, **search["arguments"])
         details = get_product_details(ctx, pid)
-        if any(r["product_id"] == pid for r in found["results"]) and _facts_distinct(
+        if any(r["product_id"] == pid for r in found["results"]) and facts_distinct(
             f"{name} ({pid}) ${details['price']}", (pid, details["price"])
         ):
             break
     sub = SubTask(
         agent="ecommerce",
         query=f"What is the current unit price of the {name}? Look it up in the shop catalog.",
-        turns=((search,), (_call("get_product_details", product_id=pid),)),
+        turns=((search,), (gold_call("get_product_details", product_id=pid),)),
         answer=f"The {name} ({pid}) costs ${details['price']} per unit.",
         required_calls=({"get_product_details": {"product_id": [pid]}},),
     )
@@ -64,9 +64,9 @@ def order_part(db: sqlite3.Connection, rng: random.Random, split: str) -> tuple[
         first = details["items"][0]
         delivered = details.get("delivered_at")
         facts = (oid, uid, details["total"], *([delivered[:10]] if delivered else []))
-        if _facts_distinct(f"{oid} {uid} {first['name']} {details['total']} {delivered or ''}", facts):
+        if facts_distinct(f"{oid} {uid} {first['name']} {details['total']} {delivered or ''}", facts):
             break
-    call = _call("get_order_details", order_id=oid)
+    call = gold_call("get_order_details", order_id=oid)
     when = f"; it was delivered on {delivered[:10]}" if delivered else ""
     sub = SubTask(
         agent="ecommerce",

@@ -8,7 +8,7 @@ from typing import Any
 from joy_env import database
 from joy_env.core import Domain, Task, Tool, ToolContext
 from joy_env.domains.ecommerce.db import AUDIT, CATEGORIES, MAX_CART_QUANTITY, ORDER_STATUSES, TODAY, build_db
-from joy_env.domains.ecommerce.helpers import _SORTS, RETURN_REASONS
+from joy_env.domains.ecommerce.helpers import RETURN_REASONS, SORTS
 from joy_env.domains.ecommerce.tools import (
     add_to_cart,
     apply_coupon,
@@ -65,7 +65,7 @@ TOOLS: tuple[Tool, ...] = (
                 "max_price": {"type": "number", "minimum": 0, "maximum": 100000},
                 "min_rating": {"type": "number", "minimum": 1, "maximum": 5},
                 "in_stock": {"type": "boolean", "default": False, "description": "only products with stock > 0"},
-                "sort_by": {"type": "string", "enum": list(_SORTS), "default": "name"},
+                "sort_by": {"type": "string", "enum": list(SORTS), "default": "name"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 10},
             },
             [],
@@ -200,7 +200,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 
-_TOOL_MAP: dict[str, Tool] = {t.name: t for t in TOOLS}
+TOOL_MAP: dict[str, Tool] = {t.name: t for t in TOOLS}
 
 
 def domain() -> Domain:
@@ -220,5 +220,5 @@ def run_gold(db_image: bytes, task: Task) -> sqlite3.Connection:
             continue
         for turn in sub.turns:
             for call in turn:
-                _TOOL_MAP[call["name"]].fn(ctx, **call["arguments"])
+                TOOL_MAP[call["name"]].fn(ctx, **call["arguments"])
     return conn

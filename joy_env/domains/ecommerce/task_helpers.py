@@ -13,12 +13,12 @@ from typing import Any
 from joy_env import database
 from joy_env.core import SPLITS, ToolContext
 from joy_env.domains.ecommerce.db import RETURN_WINDOW_DAYS, TODAY, TODAY_DATE, split_of
-from joy_env.domains.ecommerce.helpers import _COUPON_COLS, _ORDER_COLS, _PRODUCT_COLS
-from joy_env.domains.ecommerce.schemas import _TOOL_MAP
+from joy_env.domains.ecommerce.helpers import COUPON_COLS, ORDER_COLS, PRODUCT_COLS
+from joy_env.domains.ecommerce.schemas import TOOL_MAP
 from joy_env.domains.ecommerce.tools import search_products
 
 _INTROS = ("", "Hi!", "Hello!", "Hey there.", "Good morning.", "Hi, quick question.", "Hi, hope you are well.")
-_CATEGORY_PHRASES = {
+CATEGORY_PHRASES = {
     "electronics": "electronics",
     "clothing": "clothing",
     "shoes": "shoes",
@@ -27,7 +27,7 @@ _CATEGORY_PHRASES = {
     "books": "books",
     "beauty": "beauty products",
 }
-_REASON_PHRASES = {
+REASON_PHRASES = {
     "damaged": "it arrived damaged",
     "defective": "it stopped working after two days, it's defective",
     "wrong_item": "you sent me the wrong item",
@@ -35,7 +35,7 @@ _REASON_PHRASES = {
     "not_as_described": "it is not as described on the product page",
     "changed_mind": "I changed my mind",
 }
-_CANCEL_REASONS = (
+CANCEL_REASONS = (
     "I found it cheaper elsewhere.",
     "I ordered it by mistake.",
     "I don't need it anymore.",
@@ -50,7 +50,7 @@ def _fact_form(text: str) -> str:
     return " ".join(re.sub(r"\d+\.\d+", lambda m: m.group(0).rstrip("0").rstrip(".") or "0", text).split())
 
 
-def _facts_distinct(answer: str, facts: tuple[str, ...]) -> bool:
+def facts_distinct(answer: str, facts: tuple[str, ...]) -> bool:
     """Whether every fact with a digit occurs exactly once in ``answer`` (on loose word boundaries).
 
     A numeric fact that also matches elsewhere (``"2"`` in a model name, ``"5.00"`` inside ``"187.50"``)
@@ -65,28 +65,28 @@ def _facts_distinct(answer: str, facts: tuple[str, ...]) -> bool:
     return True
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
+def gold_call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def _exec(conn: sqlite3.Connection, turns: list[list[dict[str, Any]]]) -> list[list[Any]]:
+def run_gold_turns(conn: sqlite3.Connection, turns: list[list[dict[str, Any]]]) -> list[list[Any]]:
     """Run gold turns on ``conn`` and return the results (ToolError propagates)."""
     ctx = ToolContext(conn)
-    return [[_TOOL_MAP[c["name"]].fn(ctx, **c["arguments"]) for c in turn] for turn in turns]
+    return [[TOOL_MAP[c["name"]].fn(ctx, **c["arguments"]) for c in turn] for turn in turns]
 
 
-def _their(phrase: str) -> str:
+def their(phrase: str) -> str:
     """'my Visa card ending in 1234' -> "the user's Visa card ending in 1234"."""
     return phrase.replace("my ", "the user's ", 1)
 
 
-def _opt(value: Any) -> list[Any]:
+def opt(value: Any) -> list[Any]:
     """Acceptable values of an argument whose gold value equals its default (may be omitted)."""
     return ["", value]
 
 
 @dataclass
-class _Draft:
+class Draft:
     query: str
     sub_query: str
     turns: list[list[dict[str, Any]]]
@@ -112,14 +112,14 @@ class ShopIndex:
 
     def _index(self) -> None:
         db = self.db
-        keys = [c.strip() for c in _PRODUCT_COLS.split(",")]
+        keys = [c.strip() for c in PRODUCT_COLS.split(",")]
         self.products: dict[str, dict[str, Any]] = {}
         self.products_by_split: dict[str, list[str]] = {s: [] for s in SPLITS}
         self.in_stock_by_split: dict[str, list[str]] = {s: [] for s in SPLITS}
         self.by_type: dict[tuple, list[str]] = {}
         self.models: dict[str, list[str]] = {}
         self.brand_cat_in_stock: dict[tuple[str, str], list[tuple[int, str]]] = {}
-        for row in db.execute(f"SELECT {_PRODUCT_COLS} FROM products ORDER BY product_id"):
+        for row in db.execute(f"SELECT {PRODUCT_COLS} FROM products ORDER BY product_id"):
             p = dict(zip(keys, row, strict=True))
             p["split"] = split_of(p["model_id"])
             pid = p["product_id"]
@@ -152,11 +152,11 @@ class ShopIndex:
         self.carts: dict[str, list[tuple[str, int]]] = {}
         for uid, pid, qty in db.execute("SELECT user_id, product_id, quantity FROM cart_items ORDER BY 1, 2"):
             self.carts.setdefault(uid, []).append((pid, qty))
-        okeys = [c.strip() for c in _ORDER_COLS.split(",")]
+        okeys = [c.strip() for c in ORDER_COLS.split(",")]
         self.orders: dict[str, dict[str, Any]] = {}
         self.orders_by: dict[tuple[str, str], list[str]] = {}
         self.orders_by_user: dict[str, list[str]] = {}
-        for row in db.execute(f"SELECT {_ORDER_COLS} FROM orders ORDER BY order_id"):
+        for row in db.execute(f"SELECT {ORDER_COLS} FROM orders ORDER BY order_id"):
             o = dict(zip(okeys, row, strict=True))
             self.orders[o["order_id"]] = o
             self.orders_by.setdefault((split_of(o["user_id"]), o["status"]), []).append(o["order_id"])
@@ -168,8 +168,8 @@ class ShopIndex:
             self.items.setdefault(oid, []).append((pid, qty, unit, ret))
         self.coupons: dict[str, dict[str, Any]] = {}
         self.coupons_by_split: dict[str, list[str]] = {s: [] for s in SPLITS}
-        ckeys = [c.strip() for c in _COUPON_COLS.split(",")]
-        for row in db.execute(f"SELECT {_COUPON_COLS} FROM coupons ORDER BY code"):
+        ckeys = [c.strip() for c in COUPON_COLS.split(",")]
+        for row in db.execute(f"SELECT {COUPON_COLS} FROM coupons ORDER BY code"):
             c = dict(zip(ckeys, row, strict=True))
             self.coupons[c["code"]] = c
             self.coupons_by_split[split_of(c["code"])].append(c["code"])
@@ -222,7 +222,7 @@ class ShopIndex:
                 self._scratch = database.load(self.image)
             self._scratch.execute("BEGIN")
             try:
-                return _exec(self._scratch, turns)
+                return run_gold_turns(self._scratch, turns)
             finally:
                 self._scratch.execute("ROLLBACK")
 

@@ -10,20 +10,34 @@ from typing import Any
 
 from joy_env.core import SubTask, Task, TaskSourceBase, ToolContext, ToolError
 from joy_env.domains.ecommerce.db import MAX_CART_QUANTITY, cents_str, coupon_discount
-from joy_env.domains.ecommerce.helpers import RETURN_REASONS, _eligible_cents, coupon_failures
-from joy_env.domains.ecommerce.schemas import _TOOL_MAP
+from joy_env.domains.ecommerce.helpers import RETURN_REASONS, coupon_failures, eligible_cents
+from joy_env.domains.ecommerce.schemas import TOOL_MAP
 from joy_env.domains.ecommerce.task_helpers import (
-    _CANCEL_REASONS,
-    _CATEGORY_PHRASES,
-    _REASON_PHRASES,
+    CANCEL_REASONS,
+    CATEGORY_PHRASES,
+    REASON_PHRASES,
+    Draft,
     ShopIndex,
-    _call,
-    _Draft,
-    _exec,
-    _facts_distinct,
-    _opt,
-    _their,
+    facts_distinct,
+    gold_call,
+    opt,
+    run_gold_turns,
+    their,
 )
+
+
+def _coupon_refusal(coupon: Mapping[str, Any], keyword: str, lines: list) -> tuple[str, str | None]:
+    """Why ``coupon`` cannot be used on ``lines`` (its one failure, ``keyword``), in words, and the fact to report
+    with it, if any."""
+    eligible = cents_str(eligible_cents(coupon, lines))
+    minimum = cents_str(coupon["min_spend_cents"])
+    return {
+        "inactive": ("it is inactive", None),
+        "expired": (f"it expired on {coupon['expires_on']}", coupon["expires_on"]),
+        "usage limit": ("it has reached its usage limit", None),
+        "category": (f"its category restriction limits it to {coupon['category']} items and your cart has none", None),
+        "minimum spend": (f"your eligible subtotal of ${eligible} is below its minimum spend of ${minimum}", minimum),
+    }[keyword]
 
 
 class EcommerceTaskSource(ShopIndex, TaskSourceBase):
@@ -41,7 +55,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         self._ctx = ToolContext(db)
         self._index()
         # (name, generator, test only, weight)
-        self._templates: tuple[tuple[str, Callable[[random.Random, str], _Draft | None], bool, float], ...] = (
+        self._templates: tuple[tuple[str, Callable[[random.Random, str], Draft | None], bool, float], ...] = (
             ("cheapest_in_range", self._t_cheapest, False, 1.0),
             ("compare_products", self._t_compare, False, 1.0),
             ("order_tracking", self._t_tracking, False, 1.0),
@@ -69,7 +83,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             name, make, test_only, _weight = templates[(first + k) % len(templates)]
             for _attempt in range(60):
                 draft = make(rng, split)
-                if draft is not None and _facts_distinct(draft.answer, draft.facts):
+                if draft is not None and facts_distinct(draft.answer, draft.facts):
                     sub = SubTask(
                         agent="ecommerce",
                         query=draft.sub_query,
@@ -88,7 +102,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
                         template=name,
                         meta={
                             "test_only_template": test_only,
-                            "writes": any(_TOOL_MAP[c["name"]].writes for t in draft.turns for c in t),
+                            "writes": any(TOOL_MAP[c["name"]].writes for t in draft.turns for c in t),
                             "calls": sum(len(t) for t in draft.turns),
                         },
                     )
@@ -96,7 +110,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
 
     # -- templates --------------------------------------------------------------------------------------------
 
-    def _t_cheapest(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_cheapest(self, rng: random.Random, split: str) -> Draft | None:
         p = self.products[rng.choice(self.in_stock_by_split[split])]
         rng_range = self._price_range(p, rng)
         if rng_range is None:
@@ -106,11 +120,11 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         if lo:
             args["min_price"] = lo // 100
         args.update(max_price=hi // 100, in_stock=True, sort_by="price_asc", limit=5)
-        turns = [[_call("search_products", **args)], [_call("check_stock", product_id=p["product_id"])]]
-        found, details = (r[0] for r in _exec(self.db, turns))
+        turns = [[gold_call("search_products", **args)], [gold_call("check_stock", product_id=p["product_id"])]]
+        found, details = (r[0] for r in run_gold_turns(self.db, turns))
         if found["results"][0]["product_id"] != p["product_id"]:
             return None
-        what = _CATEGORY_PHRASES[p["category"]]
+        what = CATEGORY_PHRASES[p["category"]]
         span = f"between ${lo // 100} and ${hi // 100}" if lo else f"under ${hi // 100}"
         query = self._join(
             self._intro(rng),
@@ -126,7 +140,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             f"The cheapest in-stock {p['brand']} {p['category']} item priced {span} is the {details['name']} "
             f"({details['product_id']}) at ${cents_str(p['price_cents'])}, with {details['stock']} units in stock."
         )
-        return _Draft(
+        return Draft(
             query,
             sub_query,
             turns,
@@ -135,7 +149,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             [{"check_stock": {"product_id": [p["product_id"]]}}],
         )
 
-    def _t_compare(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_compare(self, rng: random.Random, split: str) -> Draft | None:
         p1 = self.products[rng.choice(self.products_by_split[split])]
         peers = [
             self.products[q]
@@ -151,13 +165,13 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         by_name = rng.random() < 0.4
         if by_name and not self._found_by_search(p2["name"], p2["product_id"]):
             by_name = False
-        d1 = _call("get_product_details", product_id=p1["product_id"])
-        d2 = _call("get_product_details", product_id=p2["product_id"])
+        d1 = gold_call("get_product_details", product_id=p1["product_id"])
+        d2 = gold_call("get_product_details", product_id=p2["product_id"])
         if by_name:
-            turns = [[d1, _call("search_products", query=p2["name"], limit=5)], [d2]]
+            turns = [[d1, gold_call("search_products", query=p2["name"], limit=5)], [d2]]
         else:
             turns = [[d1, d2]]
-        _exec(self.db, turns)
+        run_gold_turns(self.db, turns)
         win, lose = (p1, p2) if p1["rating"] > p2["rating"] else (p2, p1)
         diff = cents_str(abs(p1["price_cents"] - p2["price_cents"]))
         cheaper = "more" if win["price_cents"] > lose["price_cents"] else "less"
@@ -183,16 +197,16 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             {"get_product_details": {"product_id": [p1["product_id"]]}},
             {"get_product_details": {"product_id": [p2["product_id"]]}},
         ]
-        return _Draft(query, sub_query, turns, answer, facts, required)
+        return Draft(query, sub_query, turns, answer, facts, required)
 
-    def _t_tracking(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_tracking(self, rng: random.Random, split: str) -> Draft | None:
         pool = self.orders_by.get((split, "shipped" if rng.random() < 0.6 else "delivered"), [])
         if not pool:
             return None
         oid = rng.choice(pool)
         uid = self.orders[oid]["user_id"]
-        turns = [[_call("get_order_details", order_id=oid), _call("track_shipment", order_id=oid)]]
-        ((details, track),) = _exec(self.db, turns)
+        turns = [[gold_call("get_order_details", order_id=oid), gold_call("track_shipment", order_id=oid)]]
+        ((details, track),) = run_gold_turns(self.db, turns)
         latest = track["latest_event"]
         others = [o for o in self.orders_by_user[uid] if o != oid]
         aside = (
@@ -216,9 +230,9 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         )
         facts = (details["status"], track["carrier"], track["tracking_number"], latest["location"])
         required = [{"get_order_details": {"order_id": [oid]}}, {"track_shipment": {"order_id": [oid]}}]
-        return _Draft(query, sub_query, turns, answer, facts, required)
+        return Draft(query, sub_query, turns, answer, facts, required)
 
-    def _t_buy(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_buy(self, rng: random.Random, split: str) -> Draft | None:
         uid = rng.choice(self.users_by_split[split])
         cart = self.carts.get(uid, [])
         if any(q > self.products[c]["stock"] for c, q in cart):
@@ -233,11 +247,11 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             return None
         pm = rng.choice(usable)
         by_name = rng.random() < 0.5 and self._found_by_search(p["name"], p["product_id"])
-        profile = _call("get_user_profile", user_id=uid)
-        add = _call("add_to_cart", user_id=uid, product_id=p["product_id"], quantity=n)
-        order = _call("place_order", user_id=uid, payment_id=pm["payment_id"])
+        profile = gold_call("get_user_profile", user_id=uid)
+        add = gold_call("add_to_cart", user_id=uid, product_id=p["product_id"], quantity=n)
+        order = gold_call("place_order", user_id=uid, payment_id=pm["payment_id"])
         if by_name:
-            turns = [[_call("search_products", query=p["name"], limit=5), profile], [add], [order]]
+            turns = [[gold_call("search_products", query=p["name"], limit=5), profile], [add], [order]]
             desc = f"the {p['name']}"
         else:
             turns = [[profile, add], [order]]
@@ -256,7 +270,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         )
         sub_query = (
             f"For user {uid}: add {n} x {desc} to the cart, then place the order for the whole cart paid with "
-            f"{_their(self._pay_phrase(pm))}. Report the order id and total."
+            f"{their(self._pay_phrase(pm))}. Report the order id and total."
         )
         extra = " plus the items already in the cart" if cart else ""
         answer = (
@@ -268,20 +282,20 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
                 "add_to_cart": {
                     "user_id": [uid],
                     "product_id": [p["product_id"]],
-                    "quantity": _opt(n) if n == 1 else [n],
+                    "quantity": opt(n) if n == 1 else [n],
                 }
             },
             {"place_order": {"user_id": [uid], "payment_id": [pm["payment_id"]], "coupon_code": [""]}},
         ]
-        return _Draft(query, sub_query, turns, answer, (placed["order_id"], placed["total"]), required)
+        return Draft(query, sub_query, turns, answer, (placed["order_id"], placed["total"]), required)
 
-    def _t_cancel(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_cancel(self, rng: random.Random, split: str) -> Draft | None:
         pool = self.orders_by.get((split, "placed"), []) + self.orders_by.get((split, "paid"), [])
         if not pool:
             return None
         oid = rng.choice(pool)
         uid = self.orders[oid]["user_id"]
-        turns = [[_call("get_order_details", order_id=oid)], [_call("cancel_order", user_id=uid, order_id=oid)]]
+        turns = [[gold_call("get_order_details", order_id=oid)], [gold_call("cancel_order", user_id=uid, order_id=oid)]]
         try:
             result = self._run_write(turns)[-1][0]
         except ToolError:
@@ -289,7 +303,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         query = self._join(
             self._intro(rng),
             f"I'm {self.users[uid][1]} ({uid}) and I'd like to cancel my order {oid}.",
-            rng.choice(_CANCEL_REASONS),
+            rng.choice(CANCEL_REASONS),
             "How much will I get back?",
         )
         sub_query = f"User {uid} wants to cancel order {oid}. Cancel it if the shop allows it and report the refund."
@@ -297,20 +311,20 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             f"Order {oid} has been cancelled and {result['refunded_to']} will be refunded ${result['refund_amount']}."
         )
         required = [{"cancel_order": {"user_id": [uid], "order_id": [oid]}}]
-        return _Draft(query, sub_query, turns, answer, (oid, "cancelled", result["refund_amount"]), required)
+        return Draft(query, sub_query, turns, answer, (oid, "cancelled", result["refund_amount"]), required)
 
-    def _t_cancel_denied(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_cancel_denied(self, rng: random.Random, split: str) -> Draft | None:
         pool = self.orders_by.get((split, "shipped" if rng.random() < 0.6 else "delivered"), [])
         if not pool:
             return None
         oid = rng.choice(pool)
         uid = self.orders[oid]["user_id"]
-        turns = [[_call("get_order_details", order_id=oid)]]
-        status = _exec(self.db, turns)[0][0]["status"]
+        turns = [[gold_call("get_order_details", order_id=oid)]]
+        status = run_gold_turns(self.db, turns)[0][0]["status"]
         query = self._join(
             self._intro(rng),
             f"I'm {self.users[uid][1]} ({uid}). Please cancel my order {oid}.",
-            rng.choice(_CANCEL_REASONS),
+            rng.choice(CANCEL_REASONS),
             self._distractor(rng, split),
         )
         sub_query = f"User {uid} wants to cancel order {oid}. Cancel it if the shop allows it and report the result."
@@ -318,46 +332,57 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             f"Order {oid} cannot be cancelled: it has already been {status}, and only placed or paid orders "
             "can be cancelled. Nothing was changed."
         )
-        return _Draft(query, sub_query, turns, answer, (oid, status), [{"get_order_details": {"order_id": [oid]}}])
+        return Draft(query, sub_query, turns, answer, (oid, status), [{"get_order_details": {"order_id": [oid]}}])
 
-    def _t_coupon(self, rng: random.Random, split: str) -> _Draft | None:
-        uid = rng.choice(self.users_by_split[split])
+    def _coupon_cart(self, rng: random.Random, split: str, uid: str) -> tuple[dict[str, Any] | None, int, list] | None:
+        """The cart lines a coupon is tried on: the user's cart (``None, 0, lines``), or, when it is empty, one
+        product to add first (``product, quantity, lines``); ``None`` when the product lacks the stock."""
         cart = self.carts.get(uid, [])
-        adding = not cart
-        if adding:
-            p = self.products[rng.choice(self.in_stock_by_split[split])]
-            n = rng.choice((1, 1, 2))
-            if n > p["stock"]:
-                return None
-            lines = [(p["category"], n, p["price_cents"])]
-        else:
-            lines = [(self.products[c]["category"], q, self.products[c]["price_cents"]) for c, q in cart]
+        if cart:
+            return None, 0, [(self.products[c]["category"], q, self.products[c]["price_cents"]) for c, q in cart]
+        p = self.products[rng.choice(self.in_stock_by_split[split])]
+        n = rng.choice((1, 1, 2))
+        if n > p["stock"]:
+            return None
+        return p, n, [(p["category"], n, p["price_cents"])]
+
+    def _pick_coupon(self, rng: random.Random, split: str, lines: list) -> tuple[bool, dict[str, Any] | None, list]:
+        """``(valid, coupon, failures)``: a coupon of the split that gives a discount on ``lines`` (55% of the time)
+        or one refused for exactly one reason; ``coupon`` is ``None`` when the split has none."""
         want_valid = rng.random() < 0.55
         codes = list(self.coupons_by_split[split])
         rng.shuffle(codes)
-        chosen, failures = None, []
+        failures: list = []
         for code in codes:
             c = self.coupons[code]
             failures = coupon_failures(c, lines)
-            if want_valid and not failures and coupon_discount(c["kind"], c["value"], _eligible_cents(c, lines)) > 0:
-                chosen = c
-                break
+            if want_valid and not failures and coupon_discount(c["kind"], c["value"], eligible_cents(c, lines)) > 0:
+                return want_valid, c, failures
             if not want_valid and len(failures) == 1:
-                chosen = c
-                break
+                return want_valid, c, failures
+        return want_valid, None, failures
+
+    def _t_coupon(self, rng: random.Random, split: str) -> Draft | None:
+        uid = rng.choice(self.users_by_split[split])
+        picked = self._coupon_cart(rng, split, uid)
+        if picked is None:
+            return None
+        p, n, lines = picked
+        adding = p is not None
+        want_valid, chosen, failures = self._pick_coupon(rng, split, lines)
         if chosen is None:
             return None
         code = chosen["code"]
         first = (
-            _call("add_to_cart", user_id=uid, product_id=p["product_id"], quantity=n)
+            gold_call("add_to_cart", user_id=uid, product_id=p["product_id"], quantity=n)
             if adding
-            else _call("view_cart", user_id=uid)
+            else gold_call("view_cart", user_id=uid)
         )
-        turns = [[first, _call("get_coupon", code=code)]]
+        turns = [[first, gold_call("get_coupon", code=code)]]
         if want_valid:
-            turns.append([_call("apply_coupon", user_id=uid, coupon_code=code)])
+            turns.append([gold_call("apply_coupon", user_id=uid, coupon_code=code)])
         try:
-            results = self._run_write(turns) if adding else _exec(self.db, turns)
+            results = self._run_write(turns) if adding else run_gold_turns(self.db, turns)
         except ToolError:
             return None
         cart_now = results[0][0]
@@ -375,7 +400,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         )
         required: list[dict[str, Any]] = []
         if adding:
-            qty = _opt(n) if n == 1 else [n]
+            qty = opt(n) if n == 1 else [n]
             required.append({"add_to_cart": {"user_id": [uid], "product_id": [p["product_id"]], "quantity": qty}})
         if want_valid:
             applied = results[1][0]
@@ -387,27 +412,13 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             required.append({"apply_coupon": {"user_id": [uid], "coupon_code": [code]}})
         else:
             keyword = failures[0][0]
-            eligible = cents_str(_eligible_cents(chosen, lines))
-            minimum = cents_str(chosen["min_spend_cents"])
-            why, value = {
-                "inactive": ("it is inactive", None),
-                "expired": (f"it expired on {chosen['expires_on']}", chosen["expires_on"]),
-                "usage limit": ("it has reached its usage limit", None),
-                "category": (
-                    f"its category restriction limits it to {chosen['category']} items and your cart has none",
-                    None,
-                ),
-                "minimum spend": (
-                    f"your eligible subtotal of ${eligible} is below its minimum spend of ${minimum}",
-                    minimum,
-                ),
-            }[keyword]
+            why, value = _coupon_refusal(chosen, keyword, lines)
             answer = f"Your cart subtotal is ${cart_now['subtotal']}, but coupon {code} cannot be used: {why}."
             facts = (code, keyword) if value is None else (code, keyword, value)
             required.append({"get_coupon": {"code": [code]}})
-        return _Draft(query, sub_query, turns, answer, facts, required)
+        return Draft(query, sub_query, turns, answer, facts, required)
 
-    def _t_return(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_return(self, rng: random.Random, split: str) -> Draft | None:
         pool = self.recent_delivered[split]
         if not pool:
             return None
@@ -420,8 +431,8 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         q = rng.randint(1, qty - ret)
         reason = rng.choice(RETURN_REASONS)
         name = self.products[pid]["name"]
-        call = _call("return_item", user_id=uid, order_id=oid, product_id=pid, reason=reason, quantity=q)
-        turns = [[_call("get_order_details", order_id=oid)], [call]]
+        call = gold_call("return_item", user_id=uid, order_id=oid, product_id=pid, reason=reason, quantity=q)
+        turns = [[gold_call("get_order_details", order_id=oid)], [call]]
         try:
             result = self._run_write(turns)[-1][0]
         except ToolError:
@@ -430,7 +441,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         query = self._join(
             self._intro(rng),
             f"I'm {self.users[uid][1]} ({uid}). I want to return {amount}the {name} from order {oid} because "
-            f"{_REASON_PHRASES[reason]}.",
+            f"{REASON_PHRASES[reason]}.",
             self._distractor(rng, split),
             "How much will be refunded?",
         )
@@ -448,14 +459,14 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
                     "user_id": [uid],
                     "order_id": [oid],
                     "product_id": [pid],
-                    "quantity": _opt(q) if q == 1 else [q],
+                    "quantity": opt(q) if q == 1 else [q],
                     "reason": [reason],
                 }
             }
         ]
-        return _Draft(query, sub_query, turns, answer, (result["return_id"], result["refund_amount"]), required)
+        return Draft(query, sub_query, turns, answer, (result["return_id"], result["refund_amount"]), required)
 
-    def _t_return_denied(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_return_denied(self, rng: random.Random, split: str) -> Draft | None:
         late = rng.random() < 0.7
         pool = self.old_delivered[split] if late else self.orders_by.get((split, "shipped"), [])
         if not pool:
@@ -468,13 +479,13 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         uid = self.orders[oid]["user_id"]
         name = self.products[pid]["name"]
         reason = rng.choice(RETURN_REASONS)
-        turns = [[_call("get_order_details", order_id=oid)]]
-        details = _exec(self.db, turns)[0][0]
+        turns = [[gold_call("get_order_details", order_id=oid)]]
+        details = run_gold_turns(self.db, turns)[0][0]
         item = next((i for i in details["items"] if i["product_id"] == pid), {})
         query = self._join(
             self._intro(rng),
             f"I'm {self.users[uid][1]} ({uid}). I'd like to return the {name} from order {oid} because "
-            f"{_REASON_PHRASES[reason]}.",
+            f"{REASON_PHRASES[reason]}.",
             self._distractor(rng, split),
         )
         sub_query = (
@@ -493,13 +504,13 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
                 "and only delivered orders can be returned."
             )
             facts = (oid, "shipped")
-        return _Draft(query, sub_query, turns, answer, facts, [{"get_order_details": {"order_id": [oid]}}])
+        return Draft(query, sub_query, turns, answer, facts, [{"get_order_details": {"order_id": [oid]}}])
 
-    def _t_count(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_count(self, rng: random.Random, split: str) -> Draft | None:
         uid = rng.choice(self.users_by_split[split])
         status = rng.choice(("delivered", "delivered", "delivered", "cancelled", "returned", "shipped"))
-        turns = [[_call("list_user_orders", user_id=uid, status=status)]]
-        listing = _exec(self.db, turns)[0][0]
+        turns = [[gold_call("list_user_orders", user_id=uid, status=status)]]
+        listing = run_gold_turns(self.db, turns)[0][0]
         count = listing["count"]
         if count == 0 or count > 10:  # all of them fit in the default page
             return None
@@ -514,9 +525,9 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         answer = f"You have {count} {status} order{'s' if count != 1 else ''} ({ids}), totalling ${total}."
         pages: list[Any] = ["", *range(count, 21)]  # any limit that lists every order
         required = [{"list_user_orders": {"user_id": [uid], "status": [status], "limit": pages}}]
-        return _Draft(query, sub_query, turns, answer, (str(count), total), required)
+        return Draft(query, sub_query, turns, answer, (str(count), total), required)
 
-    def _t_stock_variant(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_stock_variant(self, rng: random.Random, split: str) -> Draft | None:
         models = self.models_by_split[split]
         if not models:
             return None
@@ -534,8 +545,8 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
                 else f"size {p['size']}"
             )
         args["limit"] = 10
-        turns = [[_call("search_products", **args)], [_call("check_stock", product_id=p["product_id"])]]
-        found, stock = (r[0] for r in _exec(self.db, turns))
+        turns = [[gold_call("search_products", **args)], [gold_call("check_stock", product_id=p["product_id"])]]
+        found, stock = (r[0] for r in run_gold_turns(self.db, turns))
         if not any(r["product_id"] == p["product_id"] for r in found["results"]):
             return None
         variant = " in " + ", ".join(bits)
@@ -550,16 +561,16 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         else:
             answer = f"Sorry, the {p['name']} ({p['product_id']}) is out of stock (0 units)."
         required = [{"check_stock": {"product_id": [p["product_id"]]}}]
-        return _Draft(query, sub_query, turns, answer, (p["product_id"], str(stock["stock"])), required)
+        return Draft(query, sub_query, turns, answer, (p["product_id"], str(stock["stock"])), required)
 
-    def _t_remove(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_remove(self, rng: random.Random, split: str) -> Draft | None:
         uid = rng.choice(self.users_by_split[split])
         cart = self.carts.get(uid, [])
         if len(cart) < 2:
             return None
         pid, qty = rng.choice(cart)
         name = self.products[pid]["name"]
-        turns = [[_call("view_cart", user_id=uid)], [_call("remove_from_cart", user_id=uid, product_id=pid)]]
+        turns = [[gold_call("view_cart", user_id=uid)], [gold_call("remove_from_cart", user_id=uid, product_id=pid)]]
         try:
             after = self._run_write(turns)[-1][0]
         except ToolError:
@@ -577,9 +588,9 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         )
         whole: list[Any] = ["", *range(qty, MAX_CART_QUANTITY + 1)]  # any quantity that removes the line
         required = [{"remove_from_cart": {"user_id": [uid], "product_id": [pid], "quantity": whole}}]
-        return _Draft(query, sub_query, turns, answer, (after["subtotal"],), required)
+        return Draft(query, sub_query, turns, answer, (after["subtotal"],), required)
 
-    def _t_buy_cheapest_coupon(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_buy_cheapest_coupon(self, rng: random.Random, split: str) -> Draft | None:
         uid = rng.choice(self.users_by_split[split])
         if self.carts.get(uid):
             return None
@@ -607,9 +618,9 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             args["min_price"] = lo // 100
         args.update(max_price=hi // 100, in_stock=True, sort_by="price_asc", limit=5)
         turns = [
-            [_call("search_products", **args), _call("get_user_profile", user_id=uid)],
-            [_call("add_to_cart", user_id=uid, product_id=p["product_id"], quantity=1)],
-            [_call("place_order", user_id=uid, payment_id=pm["payment_id"], coupon_code=coupon["code"])],
+            [gold_call("search_products", **args), gold_call("get_user_profile", user_id=uid)],
+            [gold_call("add_to_cart", user_id=uid, product_id=p["product_id"], quantity=1)],
+            [gold_call("place_order", user_id=uid, payment_id=pm["payment_id"], coupon_code=coupon["code"])],
         ]
         try:
             results = self._run_write(turns)
@@ -618,7 +629,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         if results[0][0]["results"][0]["product_id"] != p["product_id"]:
             return None
         placed = results[-1][0]
-        what = _CATEGORY_PHRASES[p["category"]]
+        what = CATEGORY_PHRASES[p["category"]]
         span = f"between ${lo // 100} and ${hi // 100}" if lo else f"under ${hi // 100}"
         query = self._join(
             self._intro(rng),
@@ -630,14 +641,14 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
         sub_query = (
             f"For user {uid}: find the cheapest in-stock {p['brand']} product in the {p['category']} category "
             f"priced {span}, add one unit to the cart and place the order with coupon {coupon['code']}, paid "
-            f"with {_their(self._pay_phrase(pm))}."
+            f"with {their(self._pay_phrase(pm))}."
         )
         answer = (
             f"I ordered the {p['name']} ({p['product_id']}) with coupon {coupon['code']}, paid with {pm['label']}: "
             f"order {placed['order_id']}, total ${placed['total']}."
         )
         required = [
-            {"add_to_cart": {"user_id": [uid], "product_id": [p["product_id"]], "quantity": _opt(1)}},
+            {"add_to_cart": {"user_id": [uid], "product_id": [p["product_id"]], "quantity": opt(1)}},
             {
                 "place_order": {
                     "user_id": [uid],
@@ -646,18 +657,18 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
                 }
             },
         ]
-        return _Draft(query, sub_query, turns, answer, (p["product_id"], placed["order_id"], placed["total"]), required)
+        return Draft(query, sub_query, turns, answer, (p["product_id"], placed["order_id"], placed["total"]), required)
 
-    def _t_latest_shipment(self, rng: random.Random, split: str) -> _Draft | None:
+    def _t_latest_shipment(self, rng: random.Random, split: str) -> Draft | None:
         pool = self.orders_by.get((split, "shipped"), [])
         if not pool:
             return None
         uid = self.orders[rng.choice(pool)]["user_id"]
-        turns = [[_call("list_user_orders", user_id=uid, status="shipped")]]
-        listing = _exec(self.db, turns)[0][0]
+        turns = [[gold_call("list_user_orders", user_id=uid, status="shipped")]]
+        listing = run_gold_turns(self.db, turns)[0][0]
         oid = listing["orders"][0]["order_id"]
-        turns.append([_call("track_shipment", order_id=oid)])
-        track = _exec(self.db, turns[1:])[0][0]
+        turns.append([gold_call("track_shipment", order_id=oid)])
+        track = run_gold_turns(self.db, turns[1:])[0][0]
         latest = track["latest_event"]
         query = self._join(
             self._intro(rng),
@@ -673,7 +684,7 @@ class EcommerceTaskSource(ShopIndex, TaskSourceBase):
             f"{track['tracking_number']}) and the latest update is '{latest['description']}' in {latest['location']}."
         )
         facts = (oid, track["carrier"], latest["location"], track["tracking_number"])
-        return _Draft(query, sub_query, turns, answer, facts, [{"track_shipment": {"order_id": [oid]}}])
+        return Draft(query, sub_query, turns, answer, facts, [{"track_shipment": {"order_id": [oid]}}])
 
 
 def task_source(seed: int, db: sqlite3.Connection) -> EcommerceTaskSource:

@@ -17,30 +17,30 @@ from joy_env.domains.ecommerce.db import (
     refund_cents,
 )
 from joy_env.domains.ecommerce.helpers import (
-    _ORDER_COLS,
-    _PRODUCT_COLS,
-    _PRODUCT_KEYS,
-    _SORTS,
-    _STOPWORDS,
+    ORDER_COLS,
+    PRODUCT_COLS,
+    PRODUCT_KEYS,
     RETURN_REASONS,
-    _atomic,
-    _cart_lines,
-    _cart_summary,
-    _checked_discount,
-    _conn,
-    _coupon_row,
-    _echo,
-    _ident,
-    _int_arg,
-    _money_arg,
-    _next_id,
-    _order_row,
-    _own_order,
-    _product_row,
-    _return_deadline,
-    _summary,
-    _user_row,
-    _window_days,
+    SORTS,
+    STOPWORDS,
+    atomic,
+    cart_lines,
+    cart_summary,
+    checked_discount,
+    coupon_row,
+    echo,
+    ident,
+    int_arg,
+    money_arg,
+    next_id,
+    order_row,
+    own_order,
+    product_row,
+    return_deadline,
+    shop_db,
+    summary,
+    user_row,
+    window_days,
 )
 
 
@@ -59,10 +59,10 @@ def search_products(
     limit: int = 10,
 ) -> dict[str, Any]:
     """Filtered catalog search; ``count`` is the number of matches, ``results`` the first ``limit``."""
-    conn = _conn(ctx)
+    conn = shop_db(ctx)
     where: list[str] = []
     params: list[Any] = []
-    tokens = [t for t in re.findall(r"[a-z0-9]+", str(query).lower()) if t not in _STOPWORDS][:10]
+    tokens = [t for t in re.findall(r"[a-z0-9]+", str(query).lower()) if t not in STOPWORDS][:10]
     for token in tokens:
         where.append("instr(search_text, ?) > 0")  # search_text is lower-case name and category
         params.append(token)
@@ -73,37 +73,37 @@ def search_products(
             params.append(text)
     if min_price is not None:
         where.append("price_cents >= ?")
-        params.append(_money_arg(min_price, "min_price"))
+        params.append(money_arg(min_price, "min_price"))
     if max_price is not None:
         where.append("price_cents <= ?")
-        params.append(_money_arg(max_price, "max_price"))
+        params.append(money_arg(max_price, "max_price"))
     if min_rating is not None:
         where.append("rating >= ?")
         params.append(float(min_rating) if math.isfinite(float(min_rating)) else 0.0)
     if in_stock:
         where.append("stock > 0")
-    if sort_by not in _SORTS:
-        raise ToolError(f"sort_by must be one of {sorted(_SORTS)}")
-    limit = _int_arg(limit, "limit", 1, 20)
+    if sort_by not in SORTS:
+        raise ToolError(f"sort_by must be one of {sorted(SORTS)}")
+    limit = int_arg(limit, "limit", 1, 20)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     rows = conn.execute(  # one scan: the window count sees every match before LIMIT
-        f"SELECT {_PRODUCT_COLS}, COUNT(*) OVER () FROM products {clause} ORDER BY {_SORTS[sort_by]} LIMIT ?",
+        f"SELECT {PRODUCT_COLS}, COUNT(*) OVER () FROM products {clause} ORDER BY {SORTS[sort_by]} LIMIT ?",
         [*params, limit],
     ).fetchall()
     count = rows[0][-1] if rows else 0
-    return {"count": count, "results": [_summary(dict(zip(_PRODUCT_KEYS, r[:-1], strict=True))) for r in rows]}
+    return {"count": count, "results": [summary(dict(zip(PRODUCT_KEYS, r[:-1], strict=True))) for r in rows]}
 
 
 def get_product_details(ctx: ToolContext, product_id: str) -> dict[str, Any]:
     """The full record of one product and the other variants of its model."""
-    conn = _conn(ctx)
-    p = _product_row(conn, product_id)
+    conn = shop_db(ctx)
+    p = product_row(conn, product_id)
     variants = conn.execute(
         "SELECT product_id, colour, size, stock FROM products WHERE model_id = ? AND product_id != ? "
         "ORDER BY product_id LIMIT 10",
         (p["model_id"], p["product_id"]),
     ).fetchall()
-    out = _summary(p)
+    out = summary(p)
     out.update(
         model=p["model_name"],
         product_type=p["product_type"],
@@ -115,14 +115,14 @@ def get_product_details(ctx: ToolContext, product_id: str) -> dict[str, Any]:
 
 def check_stock(ctx: ToolContext, product_id: str) -> dict[str, Any]:
     """Units in stock of one product."""
-    p = _product_row(_conn(ctx), product_id)
+    p = product_row(shop_db(ctx), product_id)
     return {"product_id": p["product_id"], "name": p["name"], "stock": p["stock"], "in_stock": p["stock"] > 0}
 
 
 def get_user_profile(ctx: ToolContext, user_id: str) -> dict[str, Any]:
     """Name, shipping address and payment methods of a user."""
-    conn = _conn(ctx)
-    uid, name, email, street, city, state, zipcode = _user_row(conn, user_id)
+    conn = shop_db(ctx)
+    uid, name, email, street, city, state, zipcode = user_row(conn, user_id)
     methods = []
     for pmid, kind, label, exp, bal in conn.execute(
         "SELECT payment_id, kind, label, expires, balance_cents FROM payment_methods WHERE user_id = ? "
@@ -146,17 +146,17 @@ def get_user_profile(ctx: ToolContext, user_id: str) -> dict[str, Any]:
 
 def view_cart(ctx: ToolContext, user_id: str) -> dict[str, Any]:
     """The user's cart with line totals and subtotal."""
-    conn = _conn(ctx)
-    return _cart_summary(conn, _user_row(conn, user_id)[0])
+    conn = shop_db(ctx)
+    return cart_summary(conn, user_row(conn, user_id)[0])
 
 
 def add_to_cart(ctx: ToolContext, user_id: str, product_id: str, quantity: int = 1) -> dict[str, Any]:
     """Add ``quantity`` units of a product to the cart (total per product <= stock and <= 10)."""
-    conn = _conn(ctx)
-    uid = _user_row(conn, user_id)[0]
-    p = _product_row(conn, product_id)
-    qty = _int_arg(quantity, "quantity", 1, MAX_CART_QUANTITY)
-    with _atomic(conn):
+    conn = shop_db(ctx)
+    uid = user_row(conn, user_id)[0]
+    p = product_row(conn, product_id)
+    qty = int_arg(quantity, "quantity", 1, MAX_CART_QUANTITY)
+    with atomic(conn):
         row = conn.execute(
             "SELECT quantity FROM cart_items WHERE user_id = ? AND product_id = ?", (uid, p["product_id"])
         ).fetchone()
@@ -176,33 +176,33 @@ def add_to_cart(ctx: ToolContext, user_id: str, product_id: str, quantity: int =
             )
         else:
             conn.execute("INSERT INTO cart_items VALUES (?, ?, ?, ?)", (uid, p["product_id"], qty, NOW))
-    return _cart_summary(conn, uid)
+    return cart_summary(conn, uid)
 
 
 def remove_from_cart(ctx: ToolContext, user_id: str, product_id: str, quantity: int | None = None) -> dict[str, Any]:
     """Remove ``quantity`` units (default: the whole line) of a product from the cart."""
-    conn = _conn(ctx)
-    uid = _user_row(conn, user_id)[0]
-    pid = _ident(product_id, "product_id")
-    with _atomic(conn):
+    conn = shop_db(ctx)
+    uid = user_row(conn, user_id)[0]
+    pid = ident(product_id, "product_id")
+    with atomic(conn):
         row = conn.execute(
             "SELECT quantity FROM cart_items WHERE user_id = ? AND product_id = ?", (uid, pid)
         ).fetchone()
         if row is None:
-            raise ToolError(f"product '{_echo(pid)}' is not in the cart of user {uid}")
-        qty = row[0] if quantity is None else _int_arg(quantity, "quantity", 1, 1000)
+            raise ToolError(f"product '{echo(pid)}' is not in the cart of user {uid}")
+        qty = row[0] if quantity is None else int_arg(quantity, "quantity", 1, 1000)
         if qty >= row[0]:
             conn.execute("DELETE FROM cart_items WHERE user_id = ? AND product_id = ?", (uid, pid))
         else:
             conn.execute(
                 "UPDATE cart_items SET quantity = ? WHERE user_id = ? AND product_id = ?", (row[0] - qty, uid, pid)
             )
-    return _cart_summary(conn, uid)
+    return cart_summary(conn, uid)
 
 
 def get_coupon(ctx: ToolContext, code: str) -> dict[str, Any]:
     """The rules of a coupon."""
-    c = _coupon_row(_conn(ctx), code)
+    c = coupon_row(shop_db(ctx), code)
     return {
         "code": c["code"],
         "description": c["description"],
@@ -220,12 +220,12 @@ def get_coupon(ctx: ToolContext, code: str) -> dict[str, Any]:
 
 def apply_coupon(ctx: ToolContext, user_id: str, coupon_code: str) -> dict[str, Any]:
     """Validate a coupon against the user's cart and price the cart with it (nothing is written)."""
-    conn = _conn(ctx)
-    uid = _user_row(conn, user_id)[0]
-    lines = _cart_lines(conn, uid)
+    conn = shop_db(ctx)
+    uid = user_row(conn, user_id)[0]
+    lines = cart_lines(conn, uid)
     if not lines:
         raise ToolError(f"the cart of user {uid} is empty")
-    coupon, eligible, discount = _checked_discount(conn, coupon_code, [(x[2], x[3], x[4]) for x in lines])
+    coupon, eligible, discount = checked_discount(conn, coupon_code, [(x[2], x[3], x[4]) for x in lines])
     subtotal = sum(x[3] * x[4] for x in lines)
     return {
         "user_id": uid,
@@ -239,12 +239,12 @@ def apply_coupon(ctx: ToolContext, user_id: str, coupon_code: str) -> dict[str, 
 
 def place_order(ctx: ToolContext, user_id: str, payment_id: str, coupon_code: str = "") -> dict[str, Any]:
     """Order the whole cart with a payment method and an optional coupon."""
-    conn = _conn(ctx)
-    user = _user_row(conn, user_id)
+    conn = shop_db(ctx)
+    user = user_row(conn, user_id)
     uid = user[0]
-    pmid = _ident(payment_id, "payment_id")
-    with _atomic(conn):
-        lines = _cart_lines(conn, uid)
+    pmid = ident(payment_id, "payment_id")
+    with atomic(conn):
+        lines = cart_lines(conn, uid)
         if not lines:
             raise ToolError(f"the cart of user {uid} is empty; add products before placing an order")
         pm = conn.execute(
@@ -252,7 +252,7 @@ def place_order(ctx: ToolContext, user_id: str, payment_id: str, coupon_code: st
         ).fetchone()
         if pm is None or pm[0] != uid:
             raise ToolError(
-                f"payment method '{_echo(pmid)}' is not one of user {uid}'s payment methods (see get_user_profile)"
+                f"payment method '{echo(pmid)}' is not one of user {uid}'s payment methods (see get_user_profile)"
             )
         if pm[1] == "card" and pm[3] < TODAY[:7]:
             raise ToolError(f"the card {pm[2]} ({pmid}) expired in {pm[3]}")
@@ -262,17 +262,17 @@ def place_order(ctx: ToolContext, user_id: str, payment_id: str, coupon_code: st
         subtotal = sum(x[3] * x[4] for x in lines)
         code, discount = None, 0
         if str(coupon_code).strip():
-            coupon, _eligible, discount = _checked_discount(conn, coupon_code, [(x[2], x[3], x[4]) for x in lines])
+            coupon, _eligible, discount = checked_discount(conn, coupon_code, [(x[2], x[3], x[4]) for x in lines])
             code = coupon["code"]
         total = subtotal - discount
         if pm[4] is not None and pm[4] < total:
             raise ToolError(
                 f"insufficient balance on {pm[2]} ({pmid}): balance {cents_str(pm[4])}, order total {cents_str(total)}"
             )
-        oid = _next_id(conn, "orders", "order_id", "O", 30001)
+        oid = next_id(conn, "orders", "order_id", "O", 30001)
         address = f"{user[3]}, {user[4]}, {user[5]} {user[6]}"
         conn.execute(
-            f"INSERT INTO orders ({_ORDER_COLS}) VALUES (?, ?, 'placed', ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+            f"INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, 'placed', ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
             (oid, uid, NOW, pmid, code, subtotal, discount, total, address),
         )
         for pid, _name, _cat, qty, price, _stock in lines:
@@ -297,8 +297,8 @@ def place_order(ctx: ToolContext, user_id: str, payment_id: str, coupon_code: st
 
 def get_order_details(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     """Status, items, amounts, payment, shipping and return deadline of an order."""
-    conn = _conn(ctx)
-    o = _order_row(conn, order_id)
+    conn = shop_db(ctx)
+    o = order_row(conn, order_id)
     items = conn.execute(
         "SELECT i.product_id, p.name, p.category, i.quantity, i.unit_price_cents, i.returned_quantity "
         "FROM order_items i JOIN products p ON p.product_id = i.product_id WHERE i.order_id = ? "
@@ -337,7 +337,7 @@ def get_order_details(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     if o["delivered_at"]:
         out["delivered_at"] = o["delivered_at"]
         for item in out["items"]:  # the return window depends on the item's category
-            item["return_by"] = _return_deadline(conn, o["delivered_at"], item["category"]).isoformat()
+            item["return_by"] = return_deadline(conn, o["delivered_at"], item["category"]).isoformat()
     if o["cancelled_at"]:
         out["cancelled_at"] = o["cancelled_at"]
     return out
@@ -345,12 +345,12 @@ def get_order_details(ctx: ToolContext, order_id: str) -> dict[str, Any]:
 
 def list_user_orders(ctx: ToolContext, user_id: str, status: str = "", limit: int = 10) -> dict[str, Any]:
     """The user's orders (optionally of one status), newest first; ``count`` counts all matches."""
-    conn = _conn(ctx)
-    uid = _user_row(conn, user_id)[0]
+    conn = shop_db(ctx)
+    uid = user_row(conn, user_id)[0]
     status = str(status).strip().lower()
     if status and status not in ORDER_STATUSES:
         raise ToolError(f"status must be one of {list(ORDER_STATUSES)}")
-    limit = _int_arg(limit, "limit", 1, 20)
+    limit = int_arg(limit, "limit", 1, 20)
     where, params = "user_id = ?", [uid]
     if status:
         where += " AND status = ?"
@@ -375,8 +375,8 @@ def list_user_orders(ctx: ToolContext, user_id: str, status: str = "", limit: in
 
 def track_shipment(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     """Carrier, tracking number, status and tracking events of an order's shipment."""
-    conn = _conn(ctx)
-    o = _order_row(conn, order_id)
+    conn = shop_db(ctx)
+    o = order_row(conn, order_id)
     ship = conn.execute(
         "SELECT shipment_id, carrier, tracking_number, status, shipped_at, estimated_delivery, delivered_at "
         "FROM shipments WHERE order_id = ?",
@@ -404,9 +404,9 @@ def track_shipment(ctx: ToolContext, order_id: str) -> dict[str, Any]:
 
 def cancel_order(ctx: ToolContext, user_id: str, order_id: str) -> dict[str, Any]:
     """Cancel a placed or paid order of the user: restock items, credit gift card / wallet balances."""
-    conn = _conn(ctx)
-    with _atomic(conn):
-        o = _own_order(conn, user_id, order_id)
+    conn = shop_db(ctx)
+    with atomic(conn):
+        o = own_order(conn, user_id, order_id)
         if o["status"] not in ("placed", "paid"):
             raise ToolError(
                 f"order {o['order_id']} cannot be cancelled: it is {o['status']}; only placed or paid orders "
@@ -441,33 +441,33 @@ def return_item(
     ctx: ToolContext, user_id: str, order_id: str, product_id: str, reason: str, quantity: int = 1
 ) -> dict[str, Any]:
     """Return units of a delivered order within the return window; refunds their discounted price."""
-    conn = _conn(ctx)
+    conn = shop_db(ctx)
     if reason not in RETURN_REASONS:
         raise ToolError(f"reason must be one of {list(RETURN_REASONS)}")
-    qty = _int_arg(quantity, "quantity", 1, 1000)
-    with _atomic(conn):
-        o = _own_order(conn, user_id, order_id)
+    qty = int_arg(quantity, "quantity", 1, 1000)
+    with atomic(conn):
+        o = own_order(conn, user_id, order_id)
         if o["status"] != "delivered":
             raise ToolError(f"order {o['order_id']} is {o['status']}; only delivered orders can be returned")
-        pid = _ident(product_id, "product_id")
+        pid = ident(product_id, "product_id")
         item = conn.execute(
             "SELECT i.quantity, i.unit_price_cents, i.returned_quantity, p.category FROM order_items i "
             "JOIN products p ON p.product_id = i.product_id WHERE i.order_id = ? AND i.product_id = ?",
             (o["order_id"], pid),
         ).fetchone()
         if item is None:
-            raise ToolError(f"product '{_echo(pid)}' is not part of order {o['order_id']}")
-        deadline = _return_deadline(conn, o["delivered_at"], item[3])
+            raise ToolError(f"product '{echo(pid)}' is not part of order {o['order_id']}")
+        deadline = return_deadline(conn, o["delivered_at"], item[3])
         if TODAY_DATE > deadline:
             raise ToolError(
-                f"the {_window_days(conn, item[3])}-day return window for {item[3]} items of order {o['order_id']} "
+                f"the {window_days(conn, item[3])}-day return window for {item[3]} items of order {o['order_id']} "
                 f"ended on {deadline.isoformat()} (delivered {o['delivered_at'][:10]}, today is {TODAY})"
             )
         left = item[0] - item[2]
         if qty > left:
             raise ToolError(f"only {left} unit(s) of {pid} in order {o['order_id']} can still be returned")
         refund = refund_cents(item[1], qty, o["subtotal_cents"], o["discount_cents"])
-        rid = _next_id(conn, "returns", "return_id", "R", 70001)
+        rid = next_id(conn, "returns", "return_id", "R", 70001)
         conn.execute(
             "INSERT INTO returns VALUES (?, ?, ?, ?, ?, ?, 'approved', ?, ?)",
             (rid, o["order_id"], pid, o["user_id"], qty, reason, refund, NOW),

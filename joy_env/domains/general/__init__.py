@@ -92,12 +92,12 @@ Package layout
 ``parts``. Everything listed in ``__all__`` is importable from ``joy_env.domains.general``.
 """
 
-from joy_env.domains.general.lookups import _fmt as _fmt
-from joy_env.domains.general.lookups import _tables as _tables
+from joy_env.domains.general.lookups import fmt as fmt
+from joy_env.domains.general.lookups import world_tables as world_tables
 from joy_env.domains.general.parts import currency_part, weather_part
 from joy_env.domains.general.schemas import SYSTEM_PROMPT, TOOLS, domain
 from joy_env.domains.general.splits import split_entities
-from joy_env.domains.general.tables import _CURRENCY_ROWS as _CURRENCY_ROWS
+from joy_env.domains.general.tables import CURRENCY_ROWS as CURRENCY_ROWS
 from joy_env.domains.general.tasks import SIZES, GeneralTaskSource, task_source
 from joy_env.domains.general.templates import TEMPLATES, TEST_ONLY_TEMPLATES
 from joy_env.domains.general.tools import (

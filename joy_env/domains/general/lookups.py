@@ -16,12 +16,12 @@ from typing import Any
 
 from joy_env.core import ToolError
 from joy_env.domains.general.tables import (
-    _CITY_ROWS,
-    _COUNTRY_ROWS,
-    _CURRENCY_ROWS,
-    _TICKER_ROWS,
-    _UNIT_ROWS,
-    _WORD_ROWS,
+    CITY_ROWS,
+    COUNTRY_ROWS,
+    CURRENCY_ROWS,
+    TICKER_ROWS,
+    UNIT_ROWS,
+    WORD_ROWS,
     City,
     Country,
     Currency,
@@ -31,13 +31,13 @@ from joy_env.domains.general.tables import (
 )
 
 
-def _h(*parts: object) -> int:
+def h(*parts: object) -> int:
     """A stable 64-bit hash of the parts (SHA-256; Python's hash() is salted per process)."""
     data = "\x1f".join(str(p) for p in parts).encode("utf-8")
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "big")
 
 
-def _key(text: str) -> str:
+def lookup_key(text: str) -> str:
     """Lookup key: accents stripped, lowercase, '.' and apostrophes dropped, other punctuation -> space."""
     text = unicodedata.normalize("NFKD", text)
     text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
@@ -45,7 +45,7 @@ def _key(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text).strip()
 
 
-def _show(value: object) -> str:
+def show(value: object) -> str:
     """An agent-supplied value quoted for an error message: short and printable ASCII."""
     text = str(value)
     if len(text) > 40:
@@ -54,34 +54,34 @@ def _show(value: object) -> str:
 
 
 @functools.cache
-def _tables() -> dict[str, Any]:
-    cities = tuple(City(*row[:7], aliases=tuple(row[7])) for row in _CITY_ROWS)
-    countries = tuple(Country(*row[:7], aliases=tuple(row[7])) for row in _COUNTRY_ROWS)
-    currencies = tuple(Currency(c, n, p, Fraction(r)) for c, n, p, r in _CURRENCY_ROWS)
-    tickers = tuple(Ticker(*row) for row in _TICKER_ROWS)
-    words = tuple(Word(*row) for row in _WORD_ROWS)
-    units = tuple(Unit(c, d, Fraction(f) if f else Fraction(0), names) for c, d, f, names in _UNIT_ROWS)
+def world_tables() -> dict[str, Any]:
+    cities = tuple(City(*row[:7], aliases=tuple(row[7])) for row in CITY_ROWS)
+    countries = tuple(Country(*row[:7], aliases=tuple(row[7])) for row in COUNTRY_ROWS)
+    currencies = tuple(Currency(c, n, p, Fraction(r)) for c, n, p, r in CURRENCY_ROWS)
+    tickers = tuple(Ticker(*row) for row in TICKER_ROWS)
+    words = tuple(Word(*row) for row in WORD_ROWS)
+    units = tuple(Unit(c, d, Fraction(f) if f else Fraction(0), names) for c, d, f, names in UNIT_ROWS)
     city_index: dict[str, City] = {}
     for c in cities:
         for name in (c.name, *c.aliases):
-            city_index.setdefault(_key(name), c)
-        city_index.setdefault(_key(f"{c.name} {c.country}"), c)
+            city_index.setdefault(lookup_key(name), c)
+        city_index.setdefault(lookup_key(f"{c.name} {c.country}"), c)
     country_index: dict[str, Country] = {}
     for c in countries:
         for name in (c.name, *c.aliases):
-            country_index.setdefault(_key(name), c)
+            country_index.setdefault(lookup_key(name), c)
     currency_index: dict[str, Currency] = {}
     for c in currencies:
         for name in (c.code, c.name, c.plural):
-            currency_index.setdefault(_key(name), c)
+            currency_index.setdefault(lookup_key(name), c)
     unit_index: dict[str, Unit] = {}
     for u in units:
         for name in (u.code, *u.names):
-            unit_index.setdefault(_key(name), u)
+            unit_index.setdefault(lookup_key(name), u)
     ticker_index: dict[str, Ticker] = {}
     for t in tickers:
-        ticker_index[_key(t.symbol)] = t
-        ticker_index.setdefault(_key(t.company), t)
+        ticker_index[lookup_key(t.symbol)] = t
+        ticker_index.setdefault(lookup_key(t.company), t)
     word_index = {w.word: w for w in words}
     assert len({c.name for c in cities}) == len(cities)
     assert all(c.currency in {x.code for x in currencies} for c in countries)
@@ -104,9 +104,9 @@ def _tables() -> dict[str, Any]:
 
 
 def _unknown(kind: str, value: str, names: Sequence[str], examples: Sequence[str], hint: str = "") -> ToolError:
-    keyed = {_key(n): n for n in names}
-    close = [keyed[k] for k in difflib.get_close_matches(_key(value), list(keyed), n=3, cutoff=0.75)]
-    msg = f"Unknown {kind} {_show(value)}."
+    keyed = {lookup_key(n): n for n in names}
+    close = [keyed[k] for k in difflib.get_close_matches(lookup_key(value), list(keyed), n=3, cutoff=0.75)]
+    msg = f"Unknown {kind} {show(value)}."
     if close:
         msg += f" Did you mean {', '.join(close)}?"
     msg += f" Known {kind} values include: {', '.join(examples)} ({len(names)} in total)."
@@ -115,19 +115,19 @@ def _unknown(kind: str, value: str, names: Sequence[str], examples: Sequence[str
     return ToolError(msg)
 
 
-def _text(value: object, what: str) -> str:
+def text_arg(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ToolError(f"{what} must be a non-empty string")
     return value.strip()
 
 
-def _find_city(value: object, what: str = "city") -> City:
-    text = _text(value, what)
-    tables = _tables()
+def find_city(value: object, what: str = "city") -> City:
+    text = text_arg(value, what)
+    tables = world_tables()
     index = tables["city_index"]
-    city = index.get(_key(text))
+    city = index.get(lookup_key(text))
     if city is None and "," in text:
-        city = index.get(_key(text.split(",", 1)[0]))
+        city = index.get(lookup_key(text.split(",", 1)[0]))
     if city is None:
         names = [c.name for c in tables["cities"]]
         raise _unknown(
@@ -140,10 +140,10 @@ def _find_city(value: object, what: str = "city") -> City:
     return city
 
 
-def _find_country(value: object) -> Country:
-    text = _text(value, "country")
-    tables = _tables()
-    country = tables["country_index"].get(_key(text))
+def find_country(value: object) -> Country:
+    text = text_arg(value, "country")
+    tables = world_tables()
+    country = tables["country_index"].get(lookup_key(text))
     if country is None:
         names = [c.name for c in tables["countries"]]
         raise _unknown(
@@ -156,10 +156,10 @@ def _find_country(value: object) -> Country:
     return country
 
 
-def _find_currency(value: object, what: str) -> Currency:
-    text = _text(value, what)
-    tables = _tables()
-    cur = tables["currency_index"].get(_key(text))
+def find_currency(value: object, what: str) -> Currency:
+    text = text_arg(value, what)
+    tables = world_tables()
+    cur = tables["currency_index"].get(lookup_key(text))
     if cur is None:
         codes = [c.code for c in tables["currencies"]]
         raise _unknown(
@@ -168,10 +168,10 @@ def _find_currency(value: object, what: str) -> Currency:
     return cur
 
 
-def _find_unit(value: object, what: str) -> Unit:
-    text = _text(value, what)
-    tables = _tables()
-    unit = tables["unit_index"].get(_key(text))
+def find_unit(value: object, what: str) -> Unit:
+    text = text_arg(value, what)
+    tables = world_tables()
+    unit = tables["unit_index"].get(lookup_key(text))
     if unit is None:
         names = [u.code for u in tables["units"]] + [n for u in tables["units"] for n in u.names]
         raise _unknown(
@@ -184,10 +184,10 @@ def _find_unit(value: object, what: str) -> Unit:
     return unit
 
 
-def _find_ticker(value: object) -> Ticker:
-    text = _text(value, "symbol")
-    tables = _tables()
-    ticker = tables["ticker_index"].get(_key(text))
+def find_ticker(value: object) -> Ticker:
+    text = text_arg(value, "symbol")
+    tables = world_tables()
+    ticker = tables["ticker_index"].get(lookup_key(text))
     if ticker is None:
         symbols = [t.symbol for t in tables["tickers"]]
         raise _unknown(
@@ -200,10 +200,10 @@ def _find_ticker(value: object) -> Ticker:
     return ticker
 
 
-def _find_word(value: object) -> Word:
-    text = _text(value, "word")
-    tables = _tables()
-    word = tables["word_index"].get(_key(text))
+def find_word(value: object) -> Word:
+    text = text_arg(value, "word")
+    tables = world_tables()
+    word = tables["word_index"].get(lookup_key(text))
     if word is None:
         words = [w.word for w in tables["words"]]
         raise _unknown(
@@ -219,11 +219,11 @@ def _find_word(value: object) -> Word:
 _DATE_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 
 
-def _parse_date(value: object, what: str = "date", lo: int = 1900, hi: int = 2100) -> dt.date:
-    text = _text(value, what)
+def parse_date(value: object, what: str = "date", lo: int = 1900, hi: int = 2100) -> dt.date:
+    text = text_arg(value, what)
     m = _DATE_RE.fullmatch(text)
     if m is None:
-        raise ToolError(f"{what} must be an ISO date YYYY-MM-DD, got {_show(text)}")
+        raise ToolError(f"{what} must be an ISO date YYYY-MM-DD, got {show(text)}")
     try:
         day = dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
     except ValueError:
@@ -233,16 +233,16 @@ def _parse_date(value: object, what: str = "date", lo: int = 1900, hi: int = 210
     return day
 
 
-def _number(value: object, what: str, lo: float, hi: float) -> float:
+def number_arg(value: object, what: str, lo: float, hi: float) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ToolError(f"{what} must be a number")
     x = float(value)
     if not math.isfinite(x) or not lo <= x <= hi:
-        raise ToolError(f"{what} must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {_show(value)}")
+        raise ToolError(f"{what} must be a finite number between {fmt(lo)} and {fmt(hi)}, got {show(value)}")
     return x
 
 
-def _num(x: float | Fraction, digits: int) -> int | float:
+def rounded(x: float | Fraction, digits: int) -> int | float:
     """Round to ``digits`` decimals; integral values become ints (so JSON shows 12, not 12.0)."""
     v = float(round(Fraction(x), digits)) if isinstance(x, Fraction) else round(float(x), digits)
     if v == 0:
@@ -252,20 +252,20 @@ def _num(x: float | Fraction, digits: int) -> int | float:
     return v
 
 
-def _fmt(x: float | int) -> str:
+def fmt(x: float | int) -> str:
     """How a number appears in answers and facts (the shortest repr of the rounded value)."""
     if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 2**53):
         return str(int(x))
     return repr(float(x))
 
 
-def _offset_label(minutes: int) -> str:
+def offset_label(minutes: int) -> str:
     sign = "+" if minutes >= 0 else "-"
     m = abs(minutes)
     return f"UTC{sign}{m // 60:02d}:{m % 60:02d}"
 
 
-def _haversine_km(a: City, b: City) -> float:
+def haversine_km(a: City, b: City) -> float:
     p1, p2 = math.radians(a.lat), math.radians(b.lat)
     dp, dl = p2 - p1, math.radians(b.lon - a.lon)
     s = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2

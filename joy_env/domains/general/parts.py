@@ -6,9 +6,9 @@ import math
 import random
 
 from joy_env.core import SubTask, check_split
-from joy_env.domains.general.lookups import _fmt, _num, _tables
-from joy_env.domains.general.splits import _pools
-from joy_env.domains.general.templates import _convert_call, _Plan, _weather_call
+from joy_env.domains.general.lookups import fmt, rounded, world_tables
+from joy_env.domains.general.splits import split_pools
+from joy_env.domains.general.templates import Plan, convert_call, weather_call
 
 
 def currency_part(rng: random.Random, split: str, amount: float, from_currency: str) -> tuple[SubTask, dict]:
@@ -20,22 +20,22 @@ def currency_part(rng: random.Random, split: str, amount: float, from_currency: 
     """
     check_split(split)
     code = str(from_currency).strip().upper()
-    pool = _pools()[split]
+    pool = split_pools()[split]
     if code not in pool.partners:
         raise ValueError(f"unknown currency {from_currency!r}; expected one of {sorted(pool.partners)}")
     x = float(amount)
     if not math.isfinite(x) or not 0 <= x <= 1e12:
         raise ValueError(f"amount must be a finite number between 0 and 1e12, got {amount!r}")
-    value = _num(x, 2)
+    value = rounded(x, 2)
     to = rng.choice(pool.partners[code])
-    plan = _Plan()
-    conv = plan.one(*_convert_call(value, code, to))
-    name = _tables()["currency_by_code"][to].plural
+    plan = Plan()
+    conv = plan.one(*convert_call(value, code, to))
+    name = world_tables()["currency_by_code"][to].plural
     sub = SubTask(
         agent="general",
-        query=f"Convert {_fmt(value)} {code} to {name} ({to}).",
+        query=f"Convert {fmt(value)} {code} to {name} ({to}).",
         turns=tuple(plan.turns),
-        answer=f"{_fmt(value)} {code} is {_fmt(conv['converted'])} {to} (rate {_fmt(conv['rate'])}).",
+        answer=f"{fmt(value)} {code} is {fmt(conv['converted'])} {to} (rate {fmt(conv['rate'])}).",
         required_calls=tuple(plan.required),
     )
     return sub, {
@@ -54,10 +54,10 @@ def weather_part(rng: random.Random, split: str) -> tuple[SubTask, dict]:
     are ints and may be negative).
     """
     check_split(split)
-    pool = _pools()[split]
+    pool = split_pools()[split]
     c, d = rng.choice(pool.cities), rng.choice(pool.dates)
-    plan = _Plan()
-    w = plan.one(*_weather_call(c, d))
+    plan = Plan()
+    w = plan.one(*weather_call(c, d))
     sub = SubTask(
         agent="general",
         query=f"What is the weather forecast for {c.name} on {d.isoformat()}?",

@@ -185,7 +185,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 
-_TOOL_FNS: dict[str, Callable[..., Any]] = {t.name: t.fn for t in TOOLS}
+TOOL_FNS: dict[str, Callable[..., Any]] = {t.name: t.fn for t in TOOLS}
 
 SYSTEM_PROMPT = (
     "You are the general function-calling agent. You answer everyday questions (weather forecasts, unit and "

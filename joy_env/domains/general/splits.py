@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from joy_env.core import SPLITS, check_split
-from joy_env.domains.general.lookups import _h, _tables
-from joy_env.domains.general.tables import _CURRENCY_ROWS, City, Country, Ticker, Word
+from joy_env.domains.general.lookups import h, world_tables
+from joy_env.domains.general.tables import CURRENCY_ROWS, City, Country, Ticker, Word
 
 _VALIDATION_STEPS = frozenset({7, 38, 16, 29})
 _TEST_STEPS = frozenset({11, 34, 20, 25})
@@ -17,14 +17,14 @@ _TEST_STEPS = frozenset({11, 34, 20, 25})
 
 def _partition(names: Sequence[str], salt: str) -> dict[str, tuple[str, ...]]:
     """10% validation, 10% test, the rest train, by the hash order of the names (seed independent)."""
-    order = sorted(names, key=lambda n: (_h("split", salt, n), n))
+    order = sorted(names, key=lambda n: (h("split", salt, n), n))
     k = max(1, round(len(order) * 0.1))
     return {"validation": tuple(order[:k]), "test": tuple(order[k : 2 * k]), "train": tuple(order[2 * k :])}
 
 
 def _currency_split(a: str, b: str) -> str:
     """Split of the ordered pair (a, b): cyclic difference design over the currency table order."""
-    codes = [row[0] for row in _CURRENCY_ROWS]
+    codes = [row[0] for row in CURRENCY_ROWS]
     step = (codes.index(b) - codes.index(a)) % len(codes)
     if step in _VALIDATION_STEPS:
         return "validation"
@@ -34,7 +34,7 @@ def _currency_split(a: str, b: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Pool:
+class Pool:
     cities: tuple[City, ...]
     countries: tuple[Country, ...]
     tickers: tuple[Ticker, ...]
@@ -46,8 +46,8 @@ class _Pool:
 
 
 @functools.cache
-def _pools() -> dict[str, _Pool]:
-    t = _tables()
+def split_pools() -> dict[str, Pool]:
+    t = world_tables()
     first = dt.date(2025, 1, 1)
     all_dates = [first + dt.timedelta(days=i) for i in range((dt.date(2026, 12, 31) - first).days + 1)]
     parts = {
@@ -61,12 +61,12 @@ def _pools() -> dict[str, _Pool]:
             "unit",
         ),
     }
-    codes = [row[0] for row in _CURRENCY_ROWS]
+    codes = [row[0] for row in CURRENCY_ROWS]
     pools = {}
     for split in SPLITS:
         names = {k: set(v[split]) for k, v in parts.items()}
         dates = tuple(d for d in all_dates if d.isoformat() in names["dates"])
-        pools[split] = _Pool(
+        pools[split] = Pool(
             cities=tuple(c for c in t["cities"] if c.name in names["cities"]),
             countries=tuple(c for c in t["countries"] if c.name in names["countries"]),
             tickers=tuple(x for x in t["tickers"] if x.symbol in names["tickers"]),
@@ -83,7 +83,7 @@ def split_entities(split: str) -> dict[str, list[str]]:
     """The entities reserved for ``split`` (for tests and analysis): cities, countries, tickers, words,
     dates (ISO), unit pairs (``"mi>km"``) and currency pairs (``"USD>EUR"``)."""
     check_split(split)
-    p = _pools()[split]
+    p = split_pools()[split]
     return {
         "cities": [c.name for c in p.cities],
         "countries": [c.name for c in p.countries],

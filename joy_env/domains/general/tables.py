@@ -20,7 +20,7 @@ class City:
 
 
 # name, country, lat, lon, population, UTC offset (minutes), zone abbreviation, aliases
-_CITY_ROWS: tuple[tuple[Any, ...], ...] = (
+CITY_ROWS: tuple[tuple[Any, ...], ...] = (
     ("Amsterdam", "Netherlands", 52.37, 4.90, 921000, 60, "CET", ()),
     ("Athens", "Greece", 37.98, 23.73, 643000, 120, "EET", ()),
     ("Auckland", "New Zealand", -36.85, 174.76, 1657000, 720, "NZST", ()),
@@ -159,7 +159,7 @@ class Country:
     aliases: tuple[str, ...] = ()
 
 
-_COUNTRY_ROWS: tuple[tuple[Any, ...], ...] = (
+COUNTRY_ROWS: tuple[tuple[Any, ...], ...] = (
     (
         "United States",
         "Washington DC",
@@ -246,7 +246,7 @@ _COUNTRY_ROWS: tuple[tuple[Any, ...], ...] = (
 
 # ISO code -> (name, plural name used in queries, units per US dollar). The order matters: it defines the
 # cyclic split of currency pairs (see _currency_split).
-_CURRENCY_ROWS: tuple[tuple[str, str, str, str], ...] = (
+CURRENCY_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("USD", "US dollar", "US dollars", "1"),
     ("EUR", "euro", "euros", "0.92"),
     ("GBP", "British pound", "British pounds", "0.79"),
@@ -295,7 +295,7 @@ _CURRENCY_ROWS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 # Fictional companies: symbol, name, base price in USD.
-_TICKER_ROWS: tuple[tuple[str, str, float], ...] = (
+TICKER_ROWS: tuple[tuple[str, str, float], ...] = (
     ("AQNX", "Aquanex Systems", 142.5),
     ("BRVL", "Brightvale Foods", 38.2),
     ("CDRL", "Cedarline Logistics", 76.9),
@@ -339,7 +339,7 @@ _TICKER_ROWS: tuple[tuple[str, str, float], ...] = (
 )
 
 # word, part of speech, definition (lowercase letters and spaces only, so it survives answer normalisation)
-_WORD_ROWS: tuple[tuple[str, str, str], ...] = (
+WORD_ROWS: tuple[tuple[str, str, str], ...] = (
     ("abandon", "verb", "leave behind and never return"),
     ("abundant", "adjective", "existing in large quantities"),
     ("accurate", "adjective", "correct in every detail"),
@@ -518,7 +518,7 @@ _WORD_ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 # unit code -> (dimension, factor to the base unit as an exact decimal string, names accepted)
-_UNIT_ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+UNIT_ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("m", "length", "1", ("meters", "meter", "metres", "metre")),
     ("km", "length", "1000", ("kilometers", "kilometer", "kilometres", "kilometre")),
     ("cm", "length", "0.01", ("centimeters", "centimeter", "centimetres", "centimetre")),
@@ -548,7 +548,7 @@ _UNIT_ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 
 # Fixed zone abbreviations (no DST): abbreviation -> minutes east of UTC. Ambiguous abbreviations take the
 # meaning given here: CST = US Central, IST = India, AST = Arabia.
-_TZ_OFFSETS: dict[str, int] = {
+TZ_OFFSETS: dict[str, int] = {
     "UTC": 0,
     "GMT": 0,
     "WET": 0,
@@ -591,7 +591,7 @@ _TZ_OFFSETS: dict[str, int] = {
     "HST": -600,
 }
 
-_AIRLINES: tuple[tuple[str, str], ...] = (
+AIRLINES: tuple[tuple[str, str], ...] = (
     ("SW", "Skyward Airways"),
     ("BH", "Blue Heron Air"),
     ("PJ", "Polar Jet"),
@@ -602,8 +602,8 @@ _AIRLINES: tuple[tuple[str, str], ...] = (
     ("TQ", "Turquoise Airlines"),
 )
 
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = (
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+MONTHS = (
     "January",
     "February",
     "March",

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from joy_env.core import SubTask, Task, TaskSourceBase
-from joy_env.domains.general.splits import _pools
-from joy_env.domains.general.templates import TEMPLATES, TEST_ONLY_TEMPLATES, _Plan, _Retry
+from joy_env.domains.general.splits import split_pools
+from joy_env.domains.general.templates import TEMPLATES, TEST_ONLY_TEMPLATES, Plan, Retry
 
 SIZES = {"train": 20000, "validation": 2000, "test": 2000}
 
@@ -22,15 +22,15 @@ class GeneralTaskSource(TaskSourceBase):
 
     def build_task(self, split: str, index: int) -> Task:
         rng = random.Random(f"{self.seed}/general/{split}/{index}")
-        pool = _pools()[split]
+        pool = split_pools()[split]
         names = [n for n in TEMPLATES if split == "test" or n not in TEST_ONLY_TEMPLATES]
         template = rng.choice(names)
         for _ in range(50):
-            plan = _Plan()
+            plan = Plan()
             try:
                 query, answer, facts = TEMPLATES[template](rng, pool, plan)
                 break
-            except _Retry:
+            except Retry:
                 continue
         else:  # pragma: no cover - every template fits within a few draws
             raise RuntimeError(f"template {template} found no fitting entities for {split}/{index}")

@@ -8,11 +8,11 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from joy_env.domains.general.lookups import _fmt, _haversine_km, _num, _offset_label, _tables
-from joy_env.domains.general.schemas import _TOOL_FNS
-from joy_env.domains.general.splits import _Pool
-from joy_env.domains.general.tables import _MONTHS, City, Ticker
-from joy_env.domains.general.tools import _FLIGHT_SORT, _flights, _forecast, _hhmm, _quote, convert_units
+from joy_env.domains.general.lookups import fmt, haversine_km, offset_label, rounded, world_tables
+from joy_env.domains.general.schemas import TOOL_FNS
+from joy_env.domains.general.splits import Pool
+from joy_env.domains.general.tables import MONTHS, City, Ticker
+from joy_env.domains.general.tools import FLIGHT_SORT, convert_units, flights_between, forecast, hhmm_text, quote
 
 
 def _acc_city(c: City) -> list[str]:
@@ -25,7 +25,7 @@ def _acc_zone(c: City) -> list[str]:
         out.append(c.tz)
     sign = "+" if c.utc_offset >= 0 else "-"
     h, m = divmod(abs(c.utc_offset), 60)
-    out += [_offset_label(c.utc_offset), f"UTC{sign}{h:02d}{m:02d}"]
+    out += [offset_label(c.utc_offset), f"UTC{sign}{h:02d}{m:02d}"]
     if m == 0:
         out += [f"UTC{sign}{h}", f"UTC{sign}{h:02d}"]
     if c.utc_offset == 0:
@@ -34,7 +34,7 @@ def _acc_zone(c: City) -> list[str]:
 
 
 def _acc_unit(code: str) -> list[str]:
-    return [code, *_tables()["unit_by_code"][code].names]
+    return [code, *world_tables()["unit_by_code"][code].names]
 
 
 def _acc_time(hhmm: str) -> list[str]:
@@ -48,9 +48,9 @@ def _acc_ticker(t: Ticker) -> list[str]:
 def _date_text(rng: random.Random, d: dt.date) -> str:
     form = rng.randrange(4)
     if form == 0:
-        return f"{_MONTHS[d.month - 1]} {d.day}, {d.year}"
+        return f"{MONTHS[d.month - 1]} {d.day}, {d.year}"
     if form == 1:
-        return f"{d.day} {_MONTHS[d.month - 1]} {d.year}"
+        return f"{d.day} {MONTHS[d.month - 1]} {d.year}"
     return d.isoformat()
 
 
@@ -64,7 +64,7 @@ def _city_text(rng: random.Random, c: City) -> str:
 
 
 def _currency_text(rng: random.Random, code: str, plural: bool = True) -> str:
-    cur = _tables()["currency_by_code"][code]
+    cur = world_tables()["currency_by_code"][code]
     name = cur.plural if plural else cur.name
     return rng.choice((code, name, f"{name} ({code})"))
 
@@ -74,10 +74,10 @@ def _ticker_text(rng: random.Random, t: Ticker) -> str:
 
 
 def _unit_text(code: str) -> str:
-    return _tables()["unit_by_code"][code].names[0]
+    return world_tables()["unit_by_code"][code].names[0]
 
 
-class _Plan:
+class Plan:
     """Gold turns being built: each call is executed at once so later steps can use its result."""
 
     def __init__(self) -> None:
@@ -88,7 +88,7 @@ class _Plan:
         results = []
         batch = []
         for name, args, acceptable in calls:
-            results.append(_TOOL_FNS[name](None, **args))
+            results.append(TOOL_FNS[name](None, **args))
             batch.append({"name": name, "arguments": dict(args)})
             self.required.append({name: acceptable})
         self.turns.append(tuple(batch))
@@ -98,7 +98,7 @@ class _Plan:
         return self.turn((name, args, acceptable))[0]
 
 
-class _Retry(Exception):
+class Retry(Exception):
     """The drawn entities do not fit the template (e.g. a tie); draw again."""
 
 
@@ -106,7 +106,7 @@ def _fact(x: Any) -> str | None:
     if isinstance(x, bool):
         return str(x).lower()
     if isinstance(x, (int, float)):
-        return _fmt(x)
+        return fmt(x)
     return str(x)
 
 
@@ -128,7 +128,7 @@ _DISTRACTORS = (
 )
 
 
-def _distract(rng: random.Random, pool: _Pool, text: str, exclude: Sequence[City] = ()) -> str:
+def _distract(rng: random.Random, pool: Pool, text: str, exclude: Sequence[City] = ()) -> str:
     if rng.random() >= 0.35:
         return text
     others = [c for c in pool.cities if c not in exclude]
@@ -148,7 +148,7 @@ def _two(rng: random.Random, items: Sequence[Any]) -> tuple[Any, Any]:
 _Result = tuple[str, str, tuple[str, ...]]
 
 
-def _weather_call(c: City, d: dt.date) -> tuple[str, dict[str, Any], dict[str, list[Any]]]:
+def weather_call(c: City, d: dt.date) -> tuple[str, dict[str, Any], dict[str, list[Any]]]:
     return (
         "get_weather",
         {"city": c.name, "date": d.isoformat()},
@@ -156,9 +156,9 @@ def _weather_call(c: City, d: dt.date) -> tuple[str, dict[str, Any], dict[str, l
     )
 
 
-def _t_weather(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_weather(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     c, d = rng.choice(pool.cities), rng.choice(pool.dates)
-    w = plan.one(*_weather_call(c, d))
+    w = plan.one(*weather_call(c, d))
     ct, dtx = _city_text(rng, c), _date_text(rng, d)
     query = rng.choice(
         (
@@ -173,13 +173,13 @@ def _t_weather(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     return _distract(rng, pool, query, [c]), answer, _facts(w["condition"], w["high_c"], w["low_c"])
 
 
-def _t_weather_compare(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_weather_compare(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     a, b = _two(rng, pool.cities)
     d = rng.choice(pool.dates)
-    wa, wb = _forecast(a, d), _forecast(b, d)
+    wa, wb = forecast(a, d), forecast(b, d)
     if abs(wa["high_c"]) == abs(wb["high_c"]):  # a tie, or "3" found inside "-3"
-        raise _Retry
-    wa, wb = plan.turn(_weather_call(a, d), _weather_call(b, d))
+        raise Retry
+    wa, wb = plan.turn(weather_call(a, d), weather_call(b, d))
     colder = rng.random() < 0.35
     pick = (a if wa["high_c"] < wb["high_c"] else b) if colder else (a if wa["high_c"] > wb["high_c"] else b)
     word = "colder" if colder else "warmer"
@@ -201,7 +201,7 @@ def _flight_search(
     rng: random.Random, o: City, d: City, day: dt.date, budget: bool
 ) -> tuple[tuple[str, dict[str, Any], dict[str, list[Any]]], dict[str, Any], float | None]:
     """The search_flights call for the cheapest flight (optionally with a budget), and that flight."""
-    flights = sorted(_flights(o, d, day), key=_FLIGHT_SORT["price"])
+    flights = sorted(flights_between(o, d, day), key=FLIGHT_SORT["price"])
     cheapest = flights[0]
     args: dict[str, Any] = {
         "origin": o.name,
@@ -218,14 +218,14 @@ def _flight_search(
     max_price = None
     if budget:
         max_price = float(math.ceil(cheapest["price"] / 50) * 50 + 50 * rng.randint(1, 4))
-        args["max_price"] = _num(max_price, 2)
-        acceptable["max_price"] = [_num(max_price, 2), ""]
+        args["max_price"] = rounded(max_price, 2)
+        acceptable["max_price"] = [rounded(max_price, 2), ""]
     else:
         acceptable["max_price"] = [""]
     return ("search_flights", args, acceptable), cheapest, max_price
 
 
-def _convert_call(amount: float, src: str, dst: str) -> tuple[str, dict[str, Any], dict[str, list[Any]]]:
+def convert_call(amount: float, src: str, dst: str) -> tuple[str, dict[str, Any], dict[str, list[Any]]]:
     return (
         "convert_currency",
         {"amount": amount, "from_currency": src, "to_currency": dst},
@@ -233,14 +233,14 @@ def _convert_call(amount: float, src: str, dst: str) -> tuple[str, dict[str, Any
     )
 
 
-def _t_flight_convert(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_flight_convert(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     o, d = _two(rng, pool.cities)
     day = rng.choice(pool.dates)
     cur = rng.choice(pool.partners["USD"])
     call, cheapest, max_price = _flight_search(rng, o, d, day, rng.random() < 0.3)
     result = plan.one(*call)
     assert result["flights"][0]["flight_number"] == cheapest["flight_number"]
-    conv = plan.one(*_convert_call(cheapest["price"], "USD", cur))
+    conv = plan.one(*convert_call(cheapest["price"], "USD", cur))
     ot, dtt, dtx, ct = _city_text(rng, o), _city_text(rng, d), _date_text(rng, day), _currency_text(rng, cur)
     query = rng.choice(
         (
@@ -249,18 +249,18 @@ def _t_flight_convert(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
         )
     )
     if max_price is not None:
-        query += f" I don't want to pay more than ${_fmt(max_price)}."
+        query += f" I don't want to pay more than ${fmt(max_price)}."
     answer = (
         f"The cheapest flight from {o.name} to {d.name} on {day.isoformat()} is {cheapest['flight_number']} "
-        f"({cheapest['airline']}) at {_fmt(cheapest['price'])} USD, which is {_fmt(conv['converted'])} {cur}."
+        f"({cheapest['airline']}) at {fmt(cheapest['price'])} USD, which is {fmt(conv['converted'])} {cur}."
     )
     return _distract(rng, pool, query, [o, d]), answer, _facts(cheapest["flight_number"], conv["converted"])
 
 
-def _t_date_plan(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_date_plan(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     s, e = sorted(rng.sample(list(pool.dates), 2))
     if (e - s).days < 7:
-        raise _Retry
+        raise Retry
     diff = plan.one(
         "date_diff",
         {"start_date": s.isoformat(), "end_date": e.isoformat()},
@@ -288,19 +288,19 @@ def _t_date_plan(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     return _distract(rng, pool, query), answer, _facts(n, res["result_date"], res["weekday"])
 
 
-def _t_meeting_weather(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_meeting_weather(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     a, b = _two(rng, pool.cities)
     if a.utc_offset == b.utc_offset:
-        raise _Retry
+        raise Retry
     d = rng.choice(pool.dates)
-    hhmm = _hhmm(rng.randrange(96) * 15)
+    hhmm = hhmm_text(rng.randrange(96) * 15)
     conv = plan.one(
         "convert_timezone",
         {"time": hhmm, "date": d.isoformat(), "from_tz": a.name, "to_tz": b.name},
         {"time": _acc_time(hhmm), "date": [d.isoformat()], "from_tz": _acc_zone(a), "to_tz": _acc_zone(b)},
     )
     local = dt.date.fromisoformat(conv["converted_date"])
-    w = plan.one(*_weather_call(b, local))
+    w = plan.one(*weather_call(b, local))
     at, bt, dtx = _city_text(rng, a), _city_text(rng, b), _date_text(rng, d)
     query = rng.choice(
         (
@@ -341,18 +341,18 @@ _UNIT_STORIES = {
 
 
 def _unit_value(rng: random.Random, src: str, dst: str) -> tuple[float | int, dict[str, Any]]:
-    dim = _tables()["unit_by_code"][src].dimension
+    dim = world_tables()["unit_by_code"][src].dimension
     if dim == "temperature":
         v: float | int = {"C": rng.randint(5, 250), "F": rng.randint(45, 480), "K": rng.randint(280, 520)}[src]
     else:
-        v = rng.choice((rng.randint(1, 500), _num(rng.randint(10, 2000) / 10, 1), rng.randint(1, 20)))
+        v = rng.choice((rng.randint(1, 500), rounded(rng.randint(10, 2000) / 10, 1), rng.randint(1, 20)))
     res = convert_units(None, v, src, dst)
     if not 0.01 <= res["result"] <= 1e7:
-        raise _Retry
+        raise Retry
     return v, res
 
 
-def _t_units(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_units(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     n = 1 if rng.random() < 0.6 else 2
     pairs = rng.sample(list(pool.unit_pairs), n)
     values = [_unit_value(rng, s, t)[0] for s, t in pairs]
@@ -365,10 +365,10 @@ def _t_units(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
         for v, (s, t) in zip(values, pairs, strict=True)
     ]
     results = plan.turn(*calls)
-    texts = [(_fmt(v), _unit_text(s), _unit_text(t)) for v, (s, t) in zip(values, pairs, strict=True)]
+    texts = [(fmt(v), _unit_text(s), _unit_text(t)) for v, (s, t) in zip(values, pairs, strict=True)]
     if n == 1:
         v, f, t = texts[0]
-        dim = _tables()["unit_by_code"][pairs[0][0]].dimension
+        dim = world_tables()["unit_by_code"][pairs[0][0]].dimension
         story = rng.choice((*_UNIT_STORIES[dim], "Convert {v} {f} to {t}."))
         query = story.format(v=v, f=f, t=t)
     else:
@@ -376,16 +376,16 @@ def _t_units(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
             f"Please convert {texts[0][0]} {texts[0][1]} to {texts[0][2]}, and also {texts[1][0]} "
             f"{texts[1][1]} to {texts[1][2]}."
         )
-    answer = " ".join(f"{v} {f} is {_fmt(r['result'])} {t}." for (v, f, t), r in zip(texts, results, strict=True))
+    answer = " ".join(f"{v} {f} is {fmt(r['result'])} {t}." for (v, f, t), r in zip(texts, results, strict=True))
     return _distract(rng, pool, query), answer, _facts(*(r["result"] for r in results))
 
 
-def _t_stock_compare(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_stock_compare(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     if rng.random() < 0.6:
         a, b = _two(rng, pool.tickers)
         d = rng.choice(pool.weekdays)
-        if _quote(a, d)["close"] == _quote(b, d)["close"]:
-            raise _Retry
+        if quote(a, d)["close"] == quote(b, d)["close"]:
+            raise Retry
         qa, qb = plan.turn(
             (
                 "get_stock_quote",
@@ -408,8 +408,8 @@ def _t_stock_compare(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
             )
         )
         answer = (
-            f"On {d.isoformat()}, {a.symbol} closed at {_fmt(qa['close'])} USD and {b.symbol} at "
-            f"{_fmt(qb['close'])} USD, so {top.symbol} closed higher."
+            f"On {d.isoformat()}, {a.symbol} closed at {fmt(qa['close'])} USD and {b.symbol} at "
+            f"{fmt(qb['close'])} USD, so {top.symbol} closed higher."
         )
         return _distract(rng, pool, query), answer, _facts(qa["close"], qb["close"], top.symbol)
     t = rng.choice(pool.tickers)
@@ -429,13 +429,13 @@ def _t_stock_compare(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     tt = _ticker_text(rng, t)
     query = f"What did {tt} close at on {_date_text(rng, d1)} and on {_date_text(rng, d2)}?"
     answer = (
-        f"On {d1.isoformat()} {t.symbol} closed at {_fmt(q1['close'])} USD, and on {d2.isoformat()} at "
-        f"{_fmt(q2['close'])} USD."
+        f"On {d1.isoformat()} {t.symbol} closed at {fmt(q1['close'])} USD, and on {d2.isoformat()} at "
+        f"{fmt(q2['close'])} USD."
     )
     return _distract(rng, pool, query), answer, _facts(q1["close"], q2["close"])
 
 
-def _t_define(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_define(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     if rng.random() < 0.55:
         w = rng.choice(pool.words)
         r = plan.one("define_word", {"word": w.word}, {"word": [w.word]})
@@ -466,7 +466,7 @@ def _t_define(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     return _distract(rng, pool, query), answer, _facts(ra["definition"], rb["definition"])
 
 
-def _t_lookup(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_lookup(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     kind = rng.randrange(5)
     if kind == 0:
         c = rng.choice([c for c in pool.cities if c.name != c.country])
@@ -522,33 +522,33 @@ def _t_lookup(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
             "I only need the rate.",
         )
     )
-    answer = f"1 {a} = {_fmt(r['rate'])} {b}."
+    answer = f"1 {a} = {fmt(r['rate'])} {b}."
     return _distract(rng, pool, query), answer, _facts(r["rate"])
 
 
 def _nice_amount(rng: random.Random, code: str) -> int | float:
     usd = rng.choice((50, 80, 100, 150, 200, 250, 300, 400, 500, 750, 1000, 1200, 1500, 2000))
-    x = float(usd * _tables()["currency_by_code"][code].per_usd)
+    x = float(usd * world_tables()["currency_by_code"][code].per_usd)
     magnitude = 10 ** max(0, int(math.floor(math.log10(x))) - 1)
-    return _num(round(x / magnitude) * magnitude, 2)
+    return rounded(round(x / magnitude) * magnitude, 2)
 
 
-def _t_country_money(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_country_money(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     c = rng.choice(pool.countries)
     src = rng.choice(pool.partners[c.currency])
     amount = _nice_amount(rng, src)
     info = plan.one("get_country_info", {"country": c.name}, {"country": [c.name, *c.aliases]})
-    conv = plan.one(*_convert_call(amount, src, info["currency"]))
+    conv = plan.one(*convert_call(amount, src, info["currency"]))
     st = _currency_text(rng, src)
     query = rng.choice(
         (
-            f"I'm visiting {c.name} next month with {_fmt(amount)} {st}. Which currency do they use, and "
+            f"I'm visiting {c.name} next month with {fmt(amount)} {st}. Which currency do they use, and "
             f"how much "
             "local money is that?",
-            f"How much is {_fmt(amount)} {st} worth in the local currency of {c.name}? Tell me the currency too.",
+            f"How much is {fmt(amount)} {st} worth in the local currency of {c.name}? Tell me the currency too.",
         )
     )
-    answer = f"{c.name} uses {info['currency']}; {_fmt(amount)} {src} is {_fmt(conv['converted'])} {info['currency']}."
+    answer = f"{c.name} uses {info['currency']}; {fmt(amount)} {src} is {fmt(conv['converted'])} {info['currency']}."
     return _distract(rng, pool, query), answer, _facts(info["currency"], conv["converted"])
 
 
@@ -563,7 +563,7 @@ def _distance_call(a: City, b: City, unit: str) -> tuple[str, dict[str, Any], di
     return "get_distance", args, acceptable
 
 
-def _t_distance(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_distance(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     unit = rng.choice(("km", "mi"))
     unit_name = "kilometers" if unit == "km" else "miles"
     if rng.random() < 0.6:
@@ -579,11 +579,11 @@ def _t_distance(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
         answer = f"{a.name} and {b.name} are {r['distance']} {unit} apart."
         return _distract(rng, pool, query, [a, b]), answer, _facts(r["distance"])
     a, b, c = rng.sample(list(pool.cities), 3)
-    if _haversine_km(a, b) == _haversine_km(a, c):
-        raise _Retry
+    if haversine_km(a, b) == haversine_km(a, c):
+        raise Retry
     rb, rc = plan.turn(_distance_call(a, b, unit), _distance_call(a, c, unit))
     if rb["distance"] == rc["distance"]:
-        raise _Retry
+        raise Retry
     far = b if rb["distance"] > rc["distance"] else c
     query = (
         f"Which is farther from {_city_text(rng, a)}: {_city_text(rng, b)} or {_city_text(rng, c)}? "
@@ -596,13 +596,13 @@ def _t_distance(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     return _distract(rng, pool, query, [a, b, c]), answer, _facts(far.name, rb["distance"], rc["distance"])
 
 
-def _t_trip_budget(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_trip_budget(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     o, d = _two(rng, pool.cities)
     day = rng.choice(pool.dates)
     cur = rng.choice(pool.partners["USD"])
     call, cheapest, _ = _flight_search(rng, o, d, day, False)
-    _, w = plan.turn(call, _weather_call(d, day))
-    conv = plan.one(*_convert_call(cheapest["price"], "USD", cur))
+    _, w = plan.turn(call, weather_call(d, day))
+    conv = plan.one(*convert_call(cheapest["price"], "USD", cur))
     dtx = _date_text(rng, day)
     query = (
         f"I'm planning a trip from {_city_text(rng, o)} to {_city_text(rng, d)} on {dtx}. Find the cheapest "
@@ -611,14 +611,14 @@ def _t_trip_budget(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
     )
     answer = (
         f"The forecast for {d.name} on {day.isoformat()} is {w['condition']} with a high of {w['high_c']} C; "
-        f"the cheapest flight is {cheapest['flight_number']} at {_fmt(cheapest['price'])} USD, which is "
-        f"{_fmt(conv['converted'])} {cur}."
+        f"the cheapest flight is {cheapest['flight_number']} at {fmt(cheapest['price'])} USD, which is "
+        f"{fmt(conv['converted'])} {cur}."
     )
     facts = _facts(cheapest["flight_number"], conv["converted"], w["condition"])
     return _distract(rng, pool, query, [o, d]), answer, facts
 
 
-def _t_stock_in_currency(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_stock_in_currency(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     t = rng.choice(pool.tickers)
     d = rng.choice(pool.weekdays)
     cur = rng.choice(pool.partners["USD"])
@@ -627,22 +627,20 @@ def _t_stock_in_currency(rng: random.Random, pool: _Pool, plan: _Plan) -> _Resul
         {"symbol": t.symbol, "date": d.isoformat()},
         {"symbol": _acc_ticker(t), "date": [d.isoformat()]},
     )
-    conv = plan.one(*_convert_call(q["close"], "USD", cur))
+    conv = plan.one(*convert_call(q["close"], "USD", cur))
     query = (
         f"What was the closing price of {_ticker_text(rng, t)} on {_date_text(rng, d)}, and what is that "
         f"in {_currency_text(rng, cur)}?"
     )
-    answer = (
-        f"{t.symbol} closed at {_fmt(q['close'])} USD on {d.isoformat()}, which is {_fmt(conv['converted'])} {cur}."
-    )
+    answer = f"{t.symbol} closed at {fmt(q['close'])} USD on {d.isoformat()}, which is {fmt(conv['converted'])} {cur}."
     return _distract(rng, pool, query), answer, _facts(q["close"], conv["converted"])
 
 
-def _t_weather_fahrenheit(rng: random.Random, pool: _Pool, plan: _Plan) -> _Result:
+def _t_weather_fahrenheit(rng: random.Random, pool: Pool, plan: Plan) -> _Result:
     c, d = rng.choice(pool.cities), rng.choice(pool.dates)
-    w = _forecast(c, d)
+    w = forecast(c, d)
     f = convert_units(None, w["high_c"], "C", "F")["result"]
-    plan.one(*_weather_call(c, d))
+    plan.one(*weather_call(c, d))
     plan.one(
         "convert_units",
         {"value": w["high_c"], "from_unit": "C", "to_unit": "F"},
@@ -659,12 +657,12 @@ def _t_weather_fahrenheit(rng: random.Random, pool: _Pool, plan: _Plan) -> _Resu
     )
     answer = (
         f"The forecast for {c.name} on {d.isoformat()} is {w['condition']} with a high of {w['high_c']} C, "
-        f"which is {_fmt(f)} F."
+        f"which is {fmt(f)} F."
     )
     return _distract(rng, pool, query, [c]), answer, _facts(f, w["condition"])
 
 
-TEMPLATES: dict[str, Callable[[random.Random, _Pool, _Plan], _Result]] = {
+TEMPLATES: dict[str, Callable[[random.Random, Pool, Plan], _Result]] = {
     "weather": _t_weather,
     "weather_compare": _t_weather_compare,
     "flight_convert": _t_flight_convert,

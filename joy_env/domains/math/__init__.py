@@ -75,17 +75,17 @@ is importable from ``joy_env.domains.math``.
 
 from joy_env.domains.math.gsm8k import GSM8KTaskSource, gsm8k_task_source, load_gsm8k
 from joy_env.domains.math.parts import calc_part, discount_part
-from joy_env.domains.math.pools import _DISTRACTORS as _DISTRACTORS
-from joy_env.domains.math.pools import _FEMALE as _FEMALE
-from joy_env.domains.math.pools import _GADGETS as _GADGETS
-from joy_env.domains.math.pools import _MALE as _MALE
-from joy_env.domains.math.pools import _SCHOOLS as _SCHOOLS
-from joy_env.domains.math.pools import _SHARE_ITEMS as _SHARE_ITEMS
-from joy_env.domains.math.pools import _TANKS as _TANKS
-from joy_env.domains.math.pools import _part as _part
-from joy_env.domains.math.pools import _Steps as _Steps
+from joy_env.domains.math.pools import DISTRACTORS as DISTRACTORS
+from joy_env.domains.math.pools import FEMALE as FEMALE
+from joy_env.domains.math.pools import GADGETS as GADGETS
+from joy_env.domains.math.pools import MALE as MALE
+from joy_env.domains.math.pools import SCHOOLS as SCHOOLS
+from joy_env.domains.math.pools import SHARE_ITEMS as SHARE_ITEMS
+from joy_env.domains.math.pools import TANKS as TANKS
+from joy_env.domains.math.pools import Steps as Steps
+from joy_env.domains.math.pools import part as part
 from joy_env.domains.math.tasks import SIZES, TEMPLATES, TEST_ONLY_TEMPLATES, MathTaskSource, task_source
-from joy_env.domains.math.tasks import _t_shopping_change as _t_shopping_change
+from joy_env.domains.math.tasks import t_shopping_change as t_shopping_change
 from joy_env.domains.math.tools import SYSTEM_PROMPT, TOOLS, calculator, domain
 
 __all__ = [

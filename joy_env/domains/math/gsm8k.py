@@ -20,7 +20,7 @@ _ANNOTATION = re.compile(r"<<([^<>=]*)=([^<>]*)>>")
 _FINAL = re.compile(r"####\s*(.*?)\s*$", re.S)
 
 
-def _ascii(text: str) -> str:
+def ascii_text(text: str) -> str:
     """Printable ASCII rendering (the env's text space): accents stripped, other symbols replaced."""
     text = unicodedata.normalize("NFKD", text)
     text = text.translate({0x2018: "'", 0x2019: "'", 0x201C: '"', 0x201D: '"', 0x2013: "-", 0x2014: "-"})
@@ -84,7 +84,7 @@ def load_gsm8k(path: str | Path) -> list[Task]:
             except SafeMathError:
                 bad = match.group(1)[:40]
                 raise ValueError(f"{where}: the final answer {bad!r} is not a number") from None
-            question = _ascii(record["question"].strip())
+            question = ascii_text(record["question"].strip())
             if not question:
                 raise ValueError(f"{where}: empty question")
             turns = _annotation_calls(record["answer"])

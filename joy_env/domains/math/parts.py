@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 from joy_env.core import SubTask
-from joy_env.domains.math.gsm8k import _ascii
+from joy_env.domains.math.gsm8k import ascii_text
 from joy_env.safe_math import calculate, evaluate_exact
 
 
@@ -23,7 +23,7 @@ def calc_part(rng: random.Random, split: str, description: str, expression: str)
     phrase = rng.choice(("The result is", "The answer is", "It comes to"))
     sub = SubTask(
         agent="math",
-        query=_ascii(description),
+        query=ascii_text(description),
         turns=(({"name": "calculator", "arguments": {"expression": expression}},),),
         answer=f"{phrase} {result}.",
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 from joy_env.safe_math import calculate
 
-_FEMALE = (
+FEMALE = (
     "Maria",
     "Aisha",
     "Sofia",
@@ -50,7 +50,7 @@ _FEMALE = (
     "Beth",
     "Clara",
 )
-_MALE = (
+MALE = (
     "James",
     "Omar",
     "Diego",
@@ -93,7 +93,7 @@ _MALE = (
     "Simon",
 )
 # (singular, plural)
-_SHOP_ITEMS = (
+SHOP_ITEMS = (
     ("notebook", "notebooks"),
     ("pen", "pens"),
     ("apple", "apples"),
@@ -115,7 +115,7 @@ _SHOP_ITEMS = (
     ("puzzle", "puzzles"),
     ("tin of cookies", "tins of cookies"),
 )
-_GADGETS = (
+GADGETS = (
     "bicycle",
     "guitar",
     "tablet",
@@ -137,7 +137,7 @@ _GADGETS = (
     "fishing rod",
     "projector",
 )
-_JOBS = (
+JOBS = (
     "walking dogs",
     "mowing lawns",
     "tutoring",
@@ -149,7 +149,7 @@ _JOBS = (
     "raking leaves",
     "shoveling snow",
 )
-_FACTORY_ITEMS = (
+FACTORY_ITEMS = (
     "bolts",
     "bottles",
     "toy cars",
@@ -171,7 +171,7 @@ _FACTORY_ITEMS = (
     "plates",
     "valves",
 )
-_INGREDIENTS = (
+INGREDIENTS = (
     ("flour", "loaves of bread"),
     ("sugar", "muffins"),
     ("oats", "cookies"),
@@ -193,7 +193,7 @@ _INGREDIENTS = (
     ("pumpkin", "pumpkin pies"),
     ("banana", "banana breads"),
 )
-_EVENTS = (
+EVENTS = (
     "school fair",
     "birthday party",
     "family picnic",
@@ -205,7 +205,7 @@ _EVENTS = (
     "charity lunch",
     "neighborhood potluck",
 )
-_SCHOOLS = (
+SCHOOLS = (
     "Maple Grove School",
     "Riverside Academy",
     "Hillcrest High",
@@ -227,7 +227,7 @@ _SCHOOLS = (
     "Bayside School",
     "Clearwater Academy",
 )
-_CLUBS = (
+CLUBS = (
     "band",
     "chess club",
     "drama club",
@@ -239,7 +239,7 @@ _CLUBS = (
     "science club",
     "dance team",
 )
-_PLANTS = (
+PLANTS = (
     ("apple trees", "apples"),
     ("tomato plants", "tomatoes"),
     ("pepper plants", "peppers"),
@@ -261,7 +261,7 @@ _PLANTS = (
     ("melon vines", "melons"),
     ("lime trees", "limes"),
 )
-_STORES = (
+STORES = (
     "sports shop",
     "bookstore",
     "toy store",
@@ -283,7 +283,7 @@ _STORES = (
     "furniture store",
     "bakery",
 )
-_STORE_ITEMS = (
+STORE_ITEMS = (
     ("water bottle", "water bottles"),
     ("novel", "novels"),
     ("board game", "board games"),
@@ -305,7 +305,7 @@ _STORE_ITEMS = (
     ("desk lamp", "desk lamps"),
     ("cake tin", "cake tins"),
 )
-_SHARE_ITEMS = (
+SHARE_ITEMS = (
     "marbles",
     "stickers",
     "trading cards",
@@ -327,7 +327,7 @@ _SHARE_ITEMS = (
     "paper stars",
     "bottle caps",
 )
-_FOODS = (
+FOODS = (
     "bagels",
     "muffins",
     "cookies",
@@ -349,7 +349,7 @@ _FOODS = (
     "churros",
     "cinnamon rolls",
 )
-_TANKS = (
+TANKS = (
     "pool",
     "water tank",
     "fish tank",
@@ -361,7 +361,7 @@ _TANKS = (
     "reservoir",
     "water trough",
 )
-_FUND_CLUBS = (
+FUND_CLUBS = (
     "drama club",
     "soccer team",
     "art society",
@@ -373,7 +373,7 @@ _FUND_CLUBS = (
     "scout troop",
     "photography club",
 )
-_DISTRACTORS = (
+DISTRACTORS = (
     "It was {x} degrees outside that day.",
     "The library is {x} miles away from the town square.",
     "The bus ride to the market takes {x} minutes.",
@@ -385,37 +385,37 @@ _DISTRACTORS = (
 )
 
 
-def _part(pool: Sequence[Any], split: str) -> list[Any]:
+def part(pool: Sequence[Any], split: str) -> list[Any]:
     """The split's share of a pool: index mod 10 in 0-7 train, 8 validation, 9 test."""
     bucket = {"train": range(8), "validation": (8,), "test": (9,)}[split]
     return [x for i, x in enumerate(pool) if i % 10 in bucket]
 
 
-def _person(rng: random.Random, split: str) -> tuple[str, str, str]:
+def person(rng: random.Random, split: str) -> tuple[str, str, str]:
     """(name, subject pronoun, possessive pronoun)."""
     if rng.random() < 0.5:
-        return rng.choice(_part(_FEMALE, split)), "she", "her"
-    return rng.choice(_part(_MALE, split)), "he", "his"
+        return rng.choice(part(FEMALE, split)), "she", "her"
+    return rng.choice(part(MALE, split)), "he", "his"
 
 
-def _others(rng: random.Random, split: str, count: int, exclude: str) -> list[str]:
-    pool = [n for n in _part(_FEMALE, split) + _part(_MALE, split) if n != exclude]
+def others(rng: random.Random, split: str, count: int, exclude: str) -> list[str]:
+    pool = [n for n in part(FEMALE, split) + part(MALE, split) if n != exclude]
     return rng.sample(pool, count)
 
 
-def _money(cents: int) -> str:
+def money(cents: int) -> str:
     return f"{cents // 100}.{cents % 100:02d}"
 
 
-def _count(n: int, unit: str) -> str:
+def counted(n: int, unit: str) -> str:
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
-def _cap(text: str) -> str:
+def capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-class _Steps:
+class Steps:
     """Records calculator turns and computes every result with the real calculator."""
 
     def __init__(self) -> None:

@@ -9,41 +9,41 @@ from typing import Any
 
 from joy_env.core import SubTask, Task, TaskSourceBase
 from joy_env.domains.math.pools import (
-    _CLUBS,
-    _DISTRACTORS,
-    _EVENTS,
-    _FACTORY_ITEMS,
-    _FOODS,
-    _FUND_CLUBS,
-    _GADGETS,
-    _INGREDIENTS,
-    _JOBS,
-    _PLANTS,
-    _SCHOOLS,
-    _SHARE_ITEMS,
-    _SHOP_ITEMS,
-    _STORE_ITEMS,
-    _STORES,
-    _TANKS,
-    _cap,
-    _count,
-    _money,
-    _others,
-    _part,
-    _person,
-    _Steps,
+    CLUBS,
+    DISTRACTORS,
+    EVENTS,
+    FACTORY_ITEMS,
+    FOODS,
+    FUND_CLUBS,
+    GADGETS,
+    INGREDIENTS,
+    JOBS,
+    PLANTS,
+    SCHOOLS,
+    SHARE_ITEMS,
+    SHOP_ITEMS,
+    STORE_ITEMS,
+    STORES,
+    TANKS,
+    Steps,
+    capitalized,
+    counted,
+    money,
+    others,
+    part,
+    person,
 )
 
 SIZES = {"train": 20000, "validation": 2000, "test": 2000}
 
 
 # Each template: (rng, split, steps) -> problem text; the answer is the result of the last call.
-Template = Callable[[random.Random, str, _Steps], str]
+Template = Callable[[random.Random, str, Steps], str]
 
 
-def _t_shopping_change(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, _ = _person(rng, split)
-    (_, item1), (_, item2) = rng.sample(_part(_SHOP_ITEMS, split), 2)
+def t_shopping_change(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, _ = person(rng, split)
+    (_, item1), (_, item2) = rng.sample(part(SHOP_ITEMS, split), 2)
     a, b = rng.randint(2, 9), rng.randint(2, 9)
     p1, p2 = rng.randrange(75, 1200, 5), rng.randrange(75, 1200, 5)
     total = a * p1 + b * p2
@@ -51,19 +51,19 @@ def _t_shopping_change(rng: random.Random, split: str, s: _Steps) -> str:
     # a total of $200 or more (up to $215.10) is paid with enough $100 bills
     paid, cash = (bill, f"a ${bill // 100} bill") if bill else ((total // 10000 + 1) * 10000, "")
     cash = cash or f"{paid // 10000} $100 bills"
-    c1, c2 = s.turn(f"{a} * {_money(p1)}", f"{b} * {_money(p2)}")
+    c1, c2 = s.turn(f"{a} * {money(p1)}", f"{b} * {money(p2)}")
     t = s.one(f"{c1} + {c2}")
     s.one(f"{paid // 100} - {t}")
     return (
-        f"{name} buys {a} {item1} at ${_money(p1)} each and {b} {item2} at ${_money(p2)} each. "
-        f"{_cap(pron)} pays with {cash}. How much change, in dollars, does {pron} get back?"
+        f"{name} buys {a} {item1} at ${money(p1)} each and {b} {item2} at ${money(p2)} each. "
+        f"{capitalized(pron)} pays with {cash}. How much change, in dollars, does {pron} get back?"
     )
 
 
-def _t_savings_weeks(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, poss = _person(rng, split)
-    gadget = rng.choice(_part(_GADGETS, split))
-    job = rng.choice(_part(_JOBS, split))
+def _t_savings_weeks(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, poss = person(rng, split)
+    gadget = rng.choice(part(GADGETS, split))
+    job = rng.choice(part(JOBS, split))
     pct = rng.choice((10, 20, 25, 50))
     save = rng.randint(3, 40)
     wage = save * 100 // pct
@@ -73,14 +73,14 @@ def _t_savings_weeks(rng: random.Random, split: str, s: _Steps) -> str:
     w, rest = s.turn(f"{wage} * {pct} / 100", f"{cost} - {have}")
     s.one(f"{rest} / {w}")
     return (
-        f"{name} wants to buy a {gadget} that costs ${cost}. {_cap(pron)} already has ${have} saved. "
-        f"{_cap(pron)} earns ${wage} a week {job} and saves {pct}% of {poss} earnings. "
+        f"{name} wants to buy a {gadget} that costs ${cost}. {capitalized(pron)} already has ${have} saved. "
+        f"{capitalized(pron)} earns ${wage} a week {job} and saves {pct}% of {poss} earnings. "
         f"How many weeks will it take {name} to save enough for the {gadget}?"
     )
 
 
-def _t_factory_defects(rng: random.Random, split: str, s: _Steps) -> str:
-    item = rng.choice(_part(_FACTORY_ITEMS, split))
+def _t_factory_defects(rng: random.Random, split: str, s: Steps) -> str:
+    item = rng.choice(part(FACTORY_ITEMS, split))
     q = rng.choice((2, 4, 5, 10, 20, 25))
     unit = 100 // math.gcd(q, 100)
     rate = unit * rng.randint(max(1, 20 // unit), max(2, 300 // unit))
@@ -95,9 +95,9 @@ def _t_factory_defects(rng: random.Random, split: str, s: _Steps) -> str:
     )
 
 
-def _t_ages(rng: random.Random, split: str, s: _Steps) -> str:
-    name, _, _ = _person(rng, split)
-    n2, n3 = _others(rng, split, 2, name)
+def _t_ages(rng: random.Random, split: str, s: Steps) -> str:
+    name, _, _ = person(rng, split)
+    n2, n3 = others(rng, split, 2, name)
     a, k = rng.randint(4, 20), rng.randint(2, 4)
     m = rng.randint(1, max(1, a * k // 2))
     b = s.one(f"{a} * {k}")
@@ -112,10 +112,10 @@ def _t_ages(rng: random.Random, split: str, s: _Steps) -> str:
     return text + " What is the sum of their ages?"
 
 
-def _t_recipe_bags(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, _ = _person(rng, split)
-    ingredient, food = rng.choice(_part(_INGREDIENTS, split))
-    event = rng.choice(_part(_EVENTS, split))
+def _t_recipe_bags(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, _ = person(rng, split)
+    ingredient, food = rng.choice(part(INGREDIENTS, split))
+    event = rng.choice(part(EVENTS, split))
     serves, cups = rng.randint(6, 24), rng.randint(2, 6)
     mult = rng.randint(2, 8)
     bag = rng.choice((4, 5, 6, 8, 10))
@@ -130,8 +130,8 @@ def _t_recipe_bags(rng: random.Random, split: str, s: _Steps) -> str:
     )
 
 
-def _t_road_trip_fuel(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, poss = _person(rng, split)
+def _t_road_trip_fuel(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, poss = person(rng, split)
     for _ in range(100):
         v1, v2 = rng.randrange(40, 75, 5), rng.randrange(40, 75, 5)
         h1, h2 = rng.randint(1, 5), rng.randint(1, 5)
@@ -144,18 +144,18 @@ def _t_road_trip_fuel(rng: random.Random, split: str, s: _Steps) -> str:
     d1, d2 = s.turn(f"{v1} * {h1}", f"{v2} * {h2}")
     dist = s.one(f"{d1} + {d2}")
     gallons = s.one(f"{dist} / {mpg}")
-    s.one(f"{gallons} * {_money(gas)}")
+    s.one(f"{gallons} * {money(gas)}")
     return (
-        f"{name} drives for {_count(h1, 'hour')} at {v1} miles per hour, then for {_count(h2, 'hour')} at "
+        f"{name} drives for {counted(h1, 'hour')} at {v1} miles per hour, then for {counted(h2, 'hour')} at "
         f"{v2} miles per hour. "
-        f"{_cap(poss)} car goes {mpg} miles on a gallon of gas, and gas costs ${_money(gas)} per gallon. "
+        f"{capitalized(poss)} car goes {mpg} miles on a gallon of gas, and gas costs ${money(gas)} per gallon. "
         f"How much, in dollars, does {pron} spend on gas for the trip?"
     )
 
 
-def _t_school_band(rng: random.Random, split: str, s: _Steps) -> str:
-    school = rng.choice(_part(_SCHOOLS, split))
-    club = rng.choice(_part(_CLUBS, split))
+def _t_school_band(rng: random.Random, split: str, s: Steps) -> str:
+    school = rng.choice(part(SCHOOLS, split))
+    club = rng.choice(part(CLUBS, split))
     for _ in range(100):
         p = rng.choice((10, 20, 25, 40, 50))
         k = rng.randint(2, 6)
@@ -174,9 +174,9 @@ def _t_school_band(rng: random.Random, split: str, s: _Steps) -> str:
     )
 
 
-def _t_orchard_sales(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, _ = _person(rng, split)
-    plant, fruit = rng.choice(_part(_PLANTS, split))
+def _t_orchard_sales(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, _ = person(rng, split)
+    plant, fruit = rng.choice(part(PLANTS, split))
     rows, per_row = rng.randint(3, 12), rng.randint(4, 15)
     dead = rng.randint(1, rows * per_row // 4)
     each = rng.randint(5, 30)
@@ -186,37 +186,39 @@ def _t_orchard_sales(rng: random.Random, split: str, s: _Steps) -> str:
     alive = s.one(f"{total} - {dead}")
     fruits = s.one(f"{alive} * {each}")
     baskets = s.one(f"floor({fruits} / {basket})")
-    s.one(f"{baskets} * {_money(price)}")
+    s.one(f"{baskets} * {money(price)}")
     return (
         f"{name} plants {rows} rows of {plant} with {per_row} in each row. {dead} of them do not survive. "
-        f"Each surviving plant gives {each} {fruit}. {_cap(pron)} packs them in baskets of {basket} and "
-        f"sells only full baskets, at ${_money(price)} per basket. How many dollars does {pron} make?"
+        f"Each surviving plant gives {each} {fruit}. {capitalized(pron)} packs them in baskets of {basket} and "
+        f"sells only full baskets, at ${money(price)} per basket. How many dollars does {pron} make?"
     )
 
 
-def _t_overtime_pay(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, _ = _person(rng, split)
+def _t_overtime_pay(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, _ = person(rng, split)
     wage = rng.randrange(1200, 4000, 2)
     hours = rng.randint(42, 60)
-    base, rate = s.turn(f"40 * {_money(wage)}", f"{_money(wage)} * 1.5")
+    base, rate = s.turn(f"40 * {money(wage)}", f"{money(wage)} * 1.5")
     over = s.one(f"({hours} - 40) * {rate}")
     text = (
-        f"{name} earns ${_money(wage)} per hour for the first 40 hours of a week and 1.5 times that rate for "
+        f"{name} earns ${money(wage)} per hour for the first 40 hours of a week and 1.5 times that rate for "
         f"every hour over 40."
     )
     if rng.random() < 0.4:
         weeks = rng.randint(2, 4)
         week = s.one(f"{base} + {over}")
         s.one(f"{week} * {weeks}")
-        return text + (f" {_cap(pron)} works {hours} hours every week for {weeks} weeks. How much does {pron} earn?")
+        return text + (
+            f" {capitalized(pron)} works {hours} hours every week for {weeks} weeks. How much does {pron} earn?"
+        )
     s.one(f"{base} + {over}")
     return text + f" Last week {pron} worked {hours} hours. How much did {pron} earn that week?"
 
 
-def _t_discount_coupon(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, _ = _person(rng, split)
-    store = rng.choice(_part(_STORES, split))
-    _, item = rng.choice(_part(_STORE_ITEMS, split))
+def _t_discount_coupon(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, _ = person(rng, split)
+    store = rng.choice(part(STORES, split))
+    _, item = rng.choice(part(STORE_ITEMS, split))
     price = rng.randint(8, 120)
     d = rng.choice((5, 10, 15, 20, 25, 30, 35, 40))
     q = rng.randint(2, 8)
@@ -231,10 +233,10 @@ def _t_discount_coupon(rng: random.Random, split: str, s: _Steps) -> str:
     )
 
 
-def _t_sharing(rng: random.Random, split: str, s: _Steps) -> str:
-    name, pron, _ = _person(rng, split)
-    friend1, friend2 = _others(rng, split, 2, name)
-    item = rng.choice(_part(_SHARE_ITEMS, split))
+def _t_sharing(rng: random.Random, split: str, s: Steps) -> str:
+    name, pron, _ = person(rng, split)
+    friend1, friend2 = others(rng, split, 2, name)
+    item = rng.choice(part(SHARE_ITEMS, split))
     for _ in range(200):
         k, x = rng.randint(2, 5), rng.randint(5, 40)
         m, e = rng.randint(2, 8), rng.randint(2, 12)
@@ -248,13 +250,13 @@ def _t_sharing(rng: random.Random, split: str, s: _Steps) -> str:
     rest = s.one(f"{n} - {gave} - {g}")
     s.one(f"{rest} / {m}")
     return (
-        f"{name} has {n} {item}. {_cap(pron)} gives 1/{k} of them to {friend1} and {g} to {friend2}, then "
+        f"{name} has {n} {item}. {capitalized(pron)} gives 1/{k} of them to {friend1} and {g} to {friend2}, then "
         f"shares the rest equally among {m} classmates. How many {item} does each classmate get?"
     )
 
 
-def _t_bakery_inventory(rng: random.Random, split: str, s: _Steps) -> str:
-    food = rng.choice(_part(_FOODS, split))
+def _t_bakery_inventory(rng: random.Random, split: str, s: Steps) -> str:
+    food = rng.choice(part(FOODS, split))
     batches, size = rng.randint(3, 9), rng.randint(12, 36)
     made = batches * size
     sold = rng.randint(made // 2, made - 3)
@@ -270,8 +272,8 @@ def _t_bakery_inventory(rng: random.Random, split: str, s: _Steps) -> str:
     )
 
 
-def _t_tank_fill(rng: random.Random, split: str, s: _Steps) -> str:
-    tank = rng.choice(_part(_TANKS, split))
+def _t_tank_fill(rng: random.Random, split: str, s: Steps) -> str:
+    tank = rng.choice(part(TANKS, split))
     inflow = rng.randint(6, 40)
     leak = rng.randint(1, inflow - 2)
     minutes = rng.randint(5, 90)
@@ -285,27 +287,27 @@ def _t_tank_fill(rng: random.Random, split: str, s: _Steps) -> str:
     )
 
 
-def _t_fundraiser(rng: random.Random, split: str, s: _Steps) -> str:
-    club = rng.choice(_part(_FUND_CLUBS, split))
+def _t_fundraiser(rng: random.Random, split: str, s: Steps) -> str:
+    club = rng.choice(part(FUND_CLUBS, split))
     t, r = rng.randint(40, 300), rng.randint(20, 200)
     p, q = rng.randrange(300, 2500, 25), rng.randrange(100, 500, 25)
     k = rng.randint(2, 6)
     revenue = t * p + r * q
     share = rng.randint(revenue // (3 * k), revenue // (2 * k))
     cost = revenue - share * k
-    a, b = s.turn(f"{t} * {_money(p)}", f"{r} * {_money(q)}")
-    profit = s.one(f"{a} + {b} - {_money(cost)}")
+    a, b = s.turn(f"{t} * {money(p)}", f"{r} * {money(q)}")
+    profit = s.one(f"{a} + {b} - {money(cost)}")
     s.one(f"{profit} / {k}")
     return (
-        f"The {club} sells {t} show tickets at ${_money(p)} each and {r} raffle tickets at "
-        f"${_money(q)} each. "
-        f"The event cost ${_money(cost)} to run. The profit is split equally among {k} charities. "
+        f"The {club} sells {t} show tickets at ${money(p)} each and {r} raffle tickets at "
+        f"${money(q)} each. "
+        f"The event cost ${money(cost)} to run. The profit is split equally among {k} charities. "
         f"How many dollars does each charity get?"
     )
 
 
 TEMPLATES: dict[str, Template] = {
-    "shopping_change": _t_shopping_change,
+    "shopping_change": t_shopping_change,
     "savings_weeks": _t_savings_weeks,
     "factory_defects": _t_factory_defects,
     "ages": _t_ages,
@@ -325,7 +327,7 @@ TEST_ONLY_TEMPLATES = ("tank_fill", "fundraiser")
 
 def _with_distractor(rng: random.Random, split: str, text: str) -> str:
     """Insert an irrelevant sentence with a number just before the question."""
-    sentence = rng.choice(_DISTRACTORS).format(x=rng.randint(2, 95))
+    sentence = rng.choice(DISTRACTORS).format(x=rng.randint(2, 95))
     facts, sep, question = text.rpartition(". ")
     return f"{facts}. {sentence} {question}" if sep else f"{sentence} {text}"
 
@@ -341,7 +343,7 @@ class MathTaskSource(TaskSourceBase):
         rng = random.Random(f"{self.seed}/math/{split}/{index}")
         names = [n for n in TEMPLATES if split == "test" or n not in TEST_ONLY_TEMPLATES]
         template = rng.choice(names)
-        steps = _Steps()
+        steps = Steps()
         text = TEMPLATES[template](rng, split, steps)
         if rng.random() < 0.4:
             text = _with_distractor(rng, split, text)

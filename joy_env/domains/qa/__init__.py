@@ -84,7 +84,7 @@ from joy_env.domains.qa.tools import DEFAULT_SEED as DEFAULT_SEED
 from joy_env.domains.qa.tools import SYSTEM_PROMPT, TOOLS, build_db, domain, search_kb
 from joy_env.domains.qa.world import CATEGORIES, kb, policy_facts, search
 from joy_env.domains.qa.world import TOPICS as TOPICS
-from joy_env.domains.qa.world import _world as _world
+from joy_env.domains.qa.world import world_of as world_of
 
 __all__ = [
     "CATEGORIES",

@@ -6,28 +6,28 @@ import random
 import re
 
 from joy_env.core import SubTask, check_split
-from joy_env.domains.qa.retrieval import _stem
+from joy_env.domains.qa.retrieval import stem
 from joy_env.domains.qa.tasks import (
-    _MEMBERSHIP,
-    _free_shipping,
-    _gift_card,
-    _installments,
-    _membership,
-    _payment_accepted,
-    _return_window,
-    _search_call,
-    _shipping_fee,
-    _shipping_time,
-    _warranty,
+    MEMBERSHIP,
+    free_shipping,
+    gift_card,
+    installments,
+    membership,
+    payment_accepted,
+    return_window,
+    search_call,
+    shipping_fee,
+    shipping_time,
+    warranty,
 )
 from joy_env.domains.qa.tools import DEFAULT_SEED
-from joy_env.domains.qa.world import CATEGORIES, TOPICS, _world
+from joy_env.domains.qa.world import CATEGORIES, TOPICS, world_of
 
 
 def _normal_category(category: str) -> str:
     key = " ".join(category.lower().replace("&", "and").split())
     for c in CATEGORIES:
-        if key in (c, _stem(c), c + "s") or _stem(key) == _stem(c):
+        if key in (c, stem(c), c + "s") or stem(key) == stem(c):
             return c
     raise ValueError(f"unknown category {category!r}; known categories: {', '.join(CATEGORIES)}")
 
@@ -52,22 +52,22 @@ def policy_part(
     if topic not in TOPICS:
         raise ValueError(f"unknown topic {topic!r}; expected one of {TOPICS}")
     check_split(split)
-    world = _world(seed)
+    world = world_of(seed)
     cat = _normal_category(category) if category is not None else None
     if topic == "returns":
-        q = _return_window(world, rng, split, cat)
+        q = return_window(world, rng, split, cat)
     elif topic == "warranty":
-        q = _warranty(world, rng, split, cat)
+        q = warranty(world, rng, split, cat)
     elif topic == "shipping":
-        q = rng.choice((_shipping_fee, _shipping_time, _shipping_time, _free_shipping))(world, rng, split)
+        q = rng.choice((shipping_fee, shipping_time, shipping_time, free_shipping))(world, rng, split)
     elif topic == "membership":
-        q = _membership(rng.choice(list(_MEMBERSHIP)))(world, rng, split)
+        q = membership(rng.choice(list(MEMBERSHIP)))(world, rng, split)
     else:
-        q = rng.choice((_payment_accepted, _installments, _gift_card))(world, rng, split)
+        q = rng.choice((payment_accepted, installments, gift_card))(world, rng, split)
     sub = SubTask(
         agent="qa",
         query=q.question,
-        turns=tuple((_search_call(query),) for query in q.queries),
+        turns=tuple((search_call(query),) for query in q.queries),
         answer=q.answer,
     )
     value = q.meta.get("value")

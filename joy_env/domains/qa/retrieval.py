@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-_STOPWORDS = frozenset(
+STOPWORDS = frozenset(
     "a an the of in on at to for is are was were be been by and or what which who whom whose how when where "
     "does do did i my me can could much many it its that this with as from there their they if name "
     "please tell you your we our us will would should any about after into s".split()
@@ -17,7 +17,7 @@ _STOPWORDS = frozenset(
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
-def _stem(token: str) -> str:
+def stem(token: str) -> str:
     if len(token) > 4 and token.endswith("ies"):
         return token[:-3] + "y"
     if len(token) > 3 and token.endswith("s") and not token.endswith(("ss", "us", "is")):
@@ -27,7 +27,7 @@ def _stem(token: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     """Lowercase alphanumeric tokens without stopwords, with a light plural stemmer."""
-    return [_stem(t) for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS]
+    return [stem(t) for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
 class BM25:

@@ -9,16 +9,16 @@ from typing import Any
 
 from joy_env.core import SPLITS, SubTask, Task, TaskSourceBase
 from joy_env.domains.qa.world import (
-    _SHIPPING,
-    _TIERS,
     CATEGORIES,
-    _duration,
-    _Entity,
-    _money,
-    _noun,
-    _partition,
-    _World,
-    _world,
+    SHIPPING,
+    TIERS,
+    Entity,
+    World,
+    duration,
+    money,
+    noun,
+    partition,
+    world_of,
 )
 
 SIZES = {"train": 20000, "validation": 2000, "test": 2000}
@@ -47,7 +47,7 @@ def _phrase(rng: random.Random, split: str, phrasings: Sequence[str], by_split: 
     return rng.choice(pool)
 
 
-def _entity(world: _World, rng: random.Random, split: str, kind: str) -> _Entity:
+def _entity(world: World, rng: random.Random, split: str, kind: str) -> Entity:
     return rng.choice(world.by_split[(kind, split)])
 
 
@@ -235,10 +235,10 @@ def _open_answer(key: str, value: Any) -> str:
     return str(value)
 
 
-def _open_question(template: str) -> Callable[[_World, random.Random, str], _Q]:
+def _open_question(template: str) -> Callable[[World, random.Random, str], _Q]:
     kind, key, phrasings, query = _OPEN[template]
 
-    def build(world: _World, rng: random.Random, split: str) -> _Q:
+    def build(world: World, rng: random.Random, split: str) -> _Q:
         e = _entity(world, rng, split, kind)
         return _Q(
             question=_phrase(rng, split, phrasings, False).format(e=e.name),
@@ -250,11 +250,11 @@ def _open_question(template: str) -> Callable[[_World, random.Random, str], _Q]:
     return build
 
 
-def _by_name(world: _World, kind: str, name: str) -> _Entity:
+def _by_name(world: World, kind: str, name: str) -> Entity:
     return next(e for e in world.entities[kind] if e.name == name)
 
 
-def _q_maker_founded(world: _World, rng: random.Random, split: str) -> _Q:
+def _q_maker_founded(world: World, rng: random.Random, split: str) -> _Q:
     d = _entity(world, rng, split, "device")
     c = _by_name(world, "company", d.facts["maker"])
     phrasings = (
@@ -271,7 +271,7 @@ def _q_maker_founded(world: _World, rng: random.Random, split: str) -> _Q:
     )
 
 
-def _q_maker_founder(world: _World, rng: random.Random, split: str) -> _Q:
+def _q_maker_founder(world: World, rng: random.Random, split: str) -> _Q:
     d = _entity(world, rng, split, "device")
     c = _by_name(world, "company", d.facts["maker"])
     phrasings = (
@@ -288,7 +288,7 @@ def _q_maker_founder(world: _World, rng: random.Random, split: str) -> _Q:
     )
 
 
-def _q_mountain_capital(world: _World, rng: random.Random, split: str) -> _Q:
+def _q_mountain_capital(world: World, rng: random.Random, split: str) -> _Q:
     m = _entity(world, rng, split, "mountain")
     c = _by_name(world, "country", m.facts["country"])
     phrasings = (
@@ -309,7 +309,7 @@ def _q_mountain_capital(world: _World, rng: random.Random, split: str) -> _Q:
 
 
 def _categories(split: str) -> list[str]:
-    return _partition(CATEGORIES, split)
+    return partition(CATEGORIES, split)
 
 
 _RETURN_PHRASES = (
@@ -328,19 +328,19 @@ _WARRANTY_PHRASES = (
 )
 
 
-def _return_window(world: _World, rng: random.Random, split: str, category: str | None = None) -> _Q:
+def return_window(world: World, rng: random.Random, split: str, category: str | None = None) -> _Q:
     c = category or rng.choice(_categories(split))
     days = world.policy["returns"][c]
     return _Q(
-        _phrase(rng, split, _RETURN_PHRASES, True).format(c=_noun(c)),
+        _phrase(rng, split, _RETURN_PHRASES, True).format(c=noun(c)),
         f"{days} days",
-        (f"return window {_noun(c)}",),
+        (f"return window {noun(c)}",),
         (world.policy["passage"][("returns", c)],),
         {"category": c, "value": days, "unit": "days"},
     )
 
 
-def _restocking_fee(world: _World, rng: random.Random, split: str) -> _Q:
+def _restocking_fee(world: World, rng: random.Random, split: str) -> _Q:
     c = rng.choice(_categories(split))
     fee = world.policy["restocking"][c]
     phrasings = (
@@ -351,28 +351,28 @@ def _restocking_fee(world: _World, rng: random.Random, split: str) -> _Q:
         "What restocking fee does the shop charge on {c}?",
     )
     return _Q(
-        _phrase(rng, split, phrasings, True).format(c=_noun(c)),
+        _phrase(rng, split, phrasings, True).format(c=noun(c)),
         f"{fee}%",
-        (f"restocking fee {_noun(c)}",),
+        (f"restocking fee {noun(c)}",),
         (world.policy["passage"][("returns", c)],),
         {"category": c, "value": fee, "unit": "percent"},
     )
 
 
-def _warranty(world: _World, rng: random.Random, split: str, category: str | None = None) -> _Q:
+def warranty(world: World, rng: random.Random, split: str, category: str | None = None) -> _Q:
     c = category or rng.choice(_categories(split))
     months = world.policy["warranty"][c]
     return _Q(
-        _phrase(rng, split, _WARRANTY_PHRASES, True).format(c=_noun(c)),
-        _duration(months),
-        (f"warranty {_noun(c)}",),
+        _phrase(rng, split, _WARRANTY_PHRASES, True).format(c=noun(c)),
+        duration(months),
+        (f"warranty {noun(c)}",),
         (world.policy["passage"][("warranty", c)],),
         {"category": c, "value": months, "unit": "months"},
     )
 
 
-def _brand_warranty(world: _World, rng: random.Random, split: str) -> _Q:
-    brand = rng.choice(_partition(list(world.policy["brands"]), split))
+def _brand_warranty(world: World, rng: random.Random, split: str) -> _Q:
+    brand = rng.choice(partition(list(world.policy["brands"]), split))
     months = world.policy["brands"][brand]
     phrasings = (
         "How long is the manufacturer warranty for {b} products?",
@@ -383,15 +383,15 @@ def _brand_warranty(world: _World, rng: random.Random, split: str) -> _Q:
     )
     return _Q(
         _phrase(rng, split, phrasings, True).format(b=brand),
-        _duration(months),
+        duration(months),
         (f"{brand} manufacturer warranty",),
         (world.policy["passage"][("brand", brand)],),
         {"brand": brand, "value": months, "unit": "months"},
     )
 
 
-def _shipping_fee(world: _World, rng: random.Random, split: str, option: str | None = None) -> _Q:
-    option = option or rng.choice([o for o, *_ in _SHIPPING])
+def shipping_fee(world: World, rng: random.Random, split: str, option: str | None = None) -> _Q:
+    option = option or rng.choice([o for o, *_ in SHIPPING])
     fee, _ = world.policy["shipping"][option]
     name = option.lower()
     phrasings = (
@@ -403,15 +403,15 @@ def _shipping_fee(world: _World, rng: random.Random, split: str, option: str | N
     )
     return _Q(
         _phrase(rng, split, phrasings, True).format(o=name),
-        _money(fee),
+        money(fee),
         (f"{name} shipping cost",),
         (world.policy["passage"][("shipping", option)],),
         {"option": option, "value": fee / 100, "unit": "dollars"},
     )
 
 
-def _shipping_time(world: _World, rng: random.Random, split: str, option: str | None = None) -> _Q:
-    option = option or rng.choice([o for o, *_ in _SHIPPING])
+def shipping_time(world: World, rng: random.Random, split: str, option: str | None = None) -> _Q:
+    option = option or rng.choice([o for o, *_ in SHIPPING])
     _, days = world.policy["shipping"][option]
     name = option.lower()
     phrasings = (
@@ -430,7 +430,7 @@ def _shipping_time(world: _World, rng: random.Random, split: str, option: str | 
     )
 
 
-def _free_shipping(world: _World, rng: random.Random, split: str) -> _Q:
+def free_shipping(world: World, rng: random.Random, split: str) -> _Q:
     phrasings = (
         "What is the minimum order for free shipping?",
         "How much do I need to spend to get free standard shipping?",
@@ -448,7 +448,7 @@ def _free_shipping(world: _World, rng: random.Random, split: str) -> _Q:
     )
 
 
-_MEMBERSHIP: dict[str, tuple[tuple[str, ...], str, Callable[[dict], str]]] = {
+MEMBERSHIP: dict[str, tuple[tuple[str, ...], str, Callable[[dict], str]]] = {
     "membership_fee": (
         (
             "How much does {t} membership cost per year?",
@@ -504,12 +504,12 @@ _MEMBERSHIP_KEYS = {
 }
 
 
-def _membership(template: str) -> Callable[..., _Q]:
-    phrasings, query, answer = _MEMBERSHIP[template]
+def membership(template: str) -> Callable[..., _Q]:
+    phrasings, query, answer = MEMBERSHIP[template]
     key, unit = _MEMBERSHIP_KEYS[template]
 
-    def build(world: _World, rng: random.Random, split: str, tier: str | None = None) -> _Q:
-        tier = tier or rng.choice(_TIERS)
+    def build(world: World, rng: random.Random, split: str, tier: str | None = None) -> _Q:
+        tier = tier or rng.choice(TIERS)
         facts = world.policy["tiers"][tier]
         return _Q(
             _phrase(rng, split, phrasings, True).format(t=tier),
@@ -522,7 +522,7 @@ def _membership(template: str) -> Callable[..., _Q]:
     return build
 
 
-def _payment_accepted(world: _World, rng: random.Random, split: str) -> _Q:
+def payment_accepted(world: World, rng: random.Random, split: str) -> _Q:
     accepted = rng.random() < 0.5
     method = rng.choice(world.policy["accepted"] if accepted else world.policy["refused"])
     phrasings = (
@@ -541,7 +541,7 @@ def _payment_accepted(world: _World, rng: random.Random, split: str) -> _Q:
     )
 
 
-def _installments(world: _World, rng: random.Random, split: str) -> _Q:
+def installments(world: World, rng: random.Random, split: str) -> _Q:
     minimum, count = world.policy["installments"]
     if rng.random() < 0.5:
         phrasings = (
@@ -569,7 +569,7 @@ def _installments(world: _World, rng: random.Random, split: str) -> _Q:
     )
 
 
-def _gift_card(world: _World, rng: random.Random, split: str) -> _Q:
+def gift_card(world: World, rng: random.Random, split: str) -> _Q:
     phrasings = (
         "How long are gift cards valid?",
         "For how many years can a gift card be used?",
@@ -585,7 +585,7 @@ def _gift_card(world: _World, rng: random.Random, split: str) -> _Q:
     )
 
 
-def _price_match(world: _World, rng: random.Random, split: str) -> _Q:
+def _price_match(world: World, rng: random.Random, split: str) -> _Q:
     phrasings = (
         "Within how many days of purchase can I ask for a price match?",
         "How long after buying can I request a price match?",
@@ -601,19 +601,19 @@ def _price_match(world: _World, rng: random.Random, split: str) -> _Q:
     )
 
 
-_TEMPLATES: dict[str, Callable[[_World, random.Random, str], _Q]] = {
+_TEMPLATES: dict[str, Callable[[World, random.Random, str], _Q]] = {
     **{name: _open_question(name) for name in _OPEN},
-    "return_window": _return_window,
+    "return_window": return_window,
     "restocking_fee": _restocking_fee,
-    "warranty": _warranty,
+    "warranty": warranty,
     "brand_warranty": _brand_warranty,
-    "shipping_fee": _shipping_fee,
-    "shipping_time": _shipping_time,
-    "free_shipping": _free_shipping,
-    **{name: _membership(name) for name in _MEMBERSHIP},
-    "payment_accepted": _payment_accepted,
-    "installments": _installments,
-    "gift_card": _gift_card,
+    "shipping_fee": shipping_fee,
+    "shipping_time": shipping_time,
+    "free_shipping": free_shipping,
+    **{name: membership(name) for name in MEMBERSHIP},
+    "payment_accepted": payment_accepted,
+    "installments": installments,
+    "gift_card": gift_card,
     "price_match": _price_match,
     "maker_founded": _q_maker_founded,
     "maker_founder": _q_maker_founder,
@@ -643,7 +643,7 @@ _WEIGHTS.update(
 _WEIGHTS.update({name: 5.0 for name in MULTI_HOP_TEMPLATES})
 
 
-def _search_call(query: str) -> dict[str, Any]:
+def search_call(query: str) -> dict[str, Any]:
     return {"name": "search_kb", "arguments": {"query": query}}
 
 
@@ -657,7 +657,7 @@ class QATaskSource(TaskSourceBase):
         self._names = {s: [n for n in _TEMPLATES if s == "test" or n not in MULTI_HOP_TEMPLATES] for s in SPLITS}
 
     def build_task(self, split: str, index: int) -> Task:
-        world = _world(self.seed)
+        world = world_of(self.seed)
         rng = random.Random(f"{self.seed}/qa/{split}/{index}")
         names = self._names[split]
         template = rng.choices(names, weights=[_WEIGHTS[n] for n in names])[0]
@@ -665,7 +665,7 @@ class QATaskSource(TaskSourceBase):
         sub = SubTask(
             agent="qa",
             query=q.question,
-            turns=tuple((_search_call(query),) for query in q.queries),
+            turns=tuple((search_call(query),) for query in q.queries),
             answer=q.answer,
         )
         meta = {

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from joy_env.core import SPLITS
-from joy_env.domains.qa.retrieval import _STOPWORDS, BM25, _stem, tokenize
+from joy_env.domains.qa.retrieval import BM25, STOPWORDS, stem, tokenize
 
 # The shop's catalog categories first (kept in step with the e-commerce domain), then more.
 CATEGORIES = (
@@ -139,14 +139,14 @@ _DEVICE_KINDS = (
     ("Phonograph", "recording"),
 )
 _REGIONS = ("north", "south", "east", "west", "center")
-_SHIPPING = (  # option, min fee cents, max fee cents, min days, max days
+SHIPPING = (  # option, min fee cents, max fee cents, min days, max days
     ("Standard", 399, 799, 4, 7),
     ("Economy", 199, 399, 7, 12),
     ("Express", 999, 1699, 2, 3),
     ("Next-Day", 1999, 2999, 1, 1),
     ("Freight", 4999, 8999, 8, 14),
 )
-_TIERS = ("Silver", "Gold", "Platinum", "Diamond")
+TIERS = ("Silver", "Gold", "Platinum", "Diamond")
 _PAYMENT_ALWAYS = ("Visa", "Mastercard", "JoyPay wallet", "gift cards")
 _PAYMENT_MAYBE = (
     "American Express",
@@ -166,7 +166,7 @@ _BRAND_SUFFIXES = ("tek", "ware", "ly", "on", "io", "ex", "ora", "ix")
 
 
 @dataclass
-class _Entity:
+class Entity:
     kind: str
     name: str
     split: str
@@ -175,21 +175,21 @@ class _Entity:
 
 
 @dataclass
-class _World:
+class World:
     seed: int
     passages: list[dict[str, str]] = field(default_factory=list)
-    entities: dict[str, list[_Entity]] = field(default_factory=dict)
+    entities: dict[str, list[Entity]] = field(default_factory=dict)
     policy: dict[str, Any] = field(default_factory=dict)
     index: BM25 | None = None
     by_id: dict[str, int] = field(default_factory=dict)
-    by_split: dict[tuple[str, str], list[_Entity]] = field(default_factory=dict)
+    by_split: dict[tuple[str, str], list[Entity]] = field(default_factory=dict)
 
 
 def _split_of(i: int) -> str:
     return "train" if i % 10 < 8 else ("validation" if i % 10 == 8 else "test")
 
 
-def _partition(pool: Sequence[Any], split: str) -> list[Any]:
+def partition(pool: Sequence[Any], split: str) -> list[Any]:
     return [x for i, x in enumerate(pool) if _split_of(i) == split]
 
 
@@ -205,14 +205,14 @@ class _Namer:
             n = self.rng.choice(syllables)
             parts = [self.rng.choice(_ONSETS) + self.rng.choice(_NUCLEI) for _ in range(n)]
             w = "".join(parts) + self.rng.choice(_CODAS)
-            key = _stem(w)
-            if 4 <= len(w) <= 11 and key not in self.used and w not in _STOPWORDS:
+            key = stem(w)
+            if 4 <= len(w) <= 11 and key not in self.used and w not in STOPWORDS:
                 self.used.add(key)
                 return w.capitalize()
         raise RuntimeError("name space exhausted")  # pragma: no cover
 
 
-def _noun(category: str) -> str:
+def noun(category: str) -> str:
     return _NOUNS.get(category, category)
 
 
@@ -220,27 +220,27 @@ def _plural_title(category: str) -> str:
     return category[:1].upper() + category[1:]
 
 
-def _duration(months: int) -> str:
+def duration(months: int) -> str:
     if months % 12 == 0:
         years = months // 12
         return "1 year" if years == 1 else f"{years} years"
     return f"{months} months"
 
 
-def _money(cents: int) -> str:
+def money(cents: int) -> str:
     return f"${cents // 100}" if cents % 100 == 0 else f"${cents // 100}.{cents % 100:02d}"
 
 
-def _add(world: _World, pid: str, title: str, text: str) -> str:
+def _add(world: World, pid: str, title: str, text: str) -> str:
     world.by_id[pid] = len(world.passages)
     world.passages.append({"id": pid, "title": title, "text": text})
     return pid
 
 
-def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
-    pol: dict[str, Any] = {"returns": {}, "restocking": {}, "warranty": {}, "exchange": {}, "passage": {}}
+def _category_policies(world: World, rng: random.Random, pol: dict[str, Any]) -> None:
+    """Returns, restocking fees and warranties per category (and exchanges, a look-alike, for every other one)."""
     for i, category in enumerate(CATEGORIES):
-        cat = _noun(category)
+        cat = noun(category)
         days = rng.choice((7, 14, 15, 30, 45, 60, 90))
         fee = rng.choice((5, 10, 15, 20, 25))
         months = rng.choice((3, 6, 12, 18, 24, 36))
@@ -262,10 +262,10 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
         pol["passage"][("returns", category)] = pid
         text = rng.choice(
             (
-                f"Every purchase of {cat} from the shop comes with a warranty of {_duration(months)} "
+                f"Every purchase of {cat} from the shop comes with a warranty of {duration(months)} "
                 f"against manufacturing defects. The warranty on {cat} does not cover accidental damage or "
                 "normal wear.",
-                f"The shop warranty for {cat} lasts {_duration(months)} from the date of delivery and covers "
+                f"The shop warranty for {cat} lasts {duration(months)} from the date of delivery and covers "
                 f"manufacturing defects only. Accidental damage to {cat} is not covered.",
             )
         )
@@ -280,6 +280,10 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
                 "shipping."
             )
             _add(world, f"policy-exchange-{i:02d}", f"Exchanges: {title}", text)
+
+
+def _brand_policies(world: World, rng: random.Random, namer: _Namer, pol: dict[str, Any]) -> None:
+    """20 invented brands and their manufacturer warranties."""
     brands = []
     for _ in range(20):
         root = namer.word((2,))
@@ -289,18 +293,22 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
         months = rng.choice((12, 24, 36, 48, 60))
         pol["brands"][brand] = months
         text = (
-            f"Products made by {brand} carry a manufacturer warranty of {_duration(months)} in addition to "
+            f"Products made by {brand} carry a manufacturer warranty of {duration(months)} in addition to "
             f"the shop warranty. Warranty claims for {brand} products are handled by {brand} directly."
         )
         pol["passage"][("brand", brand)] = _add(world, f"policy-brand-{i:02d}", f"Manufacturer warranty: {brand}", text)
+
+
+def _shipping_policies(world: World, rng: random.Random, pol: dict[str, Any]) -> None:
+    """Each shipping option's fee and days, and the free-shipping threshold."""
     pol["shipping"] = {}
-    for i, (option, lo, hi, dlo, dhi) in enumerate(_SHIPPING):
+    for i, (option, lo, hi, dlo, dhi) in enumerate(SHIPPING):
         fee = rng.randint(lo // 100, hi // 100) * 100 + 99
         days = rng.randint(dlo, dhi)
         pol["shipping"][option] = (fee, days)
         day_word = "1 business day" if days == 1 else f"{days} business days"
         text = (
-            f"{option} shipping costs {_money(fee)} per order and arrives in {day_word} after the order "
+            f"{option} shipping costs {money(fee)} per order and arrives in {day_word} after the order "
             f"ships. {option} shipping is available for most items."
         )
         if option == "Freight":
@@ -316,9 +324,13 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
         f"Orders of ${threshold} or more qualify for free standard shipping. Express and next-day shipping "
         "are never free, and the threshold is checked after discounts.",
     )
+
+
+def _membership_policies(world: World, rng: random.Random, pol: dict[str, Any]) -> None:
+    """Each membership tier's fee, discount, points and extra return days."""
     pol["tiers"] = {}
-    fees = sorted(rng.sample(range(19, 200, 10), len(_TIERS)))
-    for i, tier in enumerate(_TIERS):
+    fees = sorted(rng.sample(range(19, 200, 10), len(TIERS)))
+    for i, tier in enumerate(TIERS):
         fee, disc = fees[i], 2 * (i + 1) + rng.choice((0, 1, 3))
         points, extra = i + 1 + rng.choice((0, 1)), rng.choice((5, 10, 15, 20, 30))
         pol["tiers"][tier] = {"fee": fee, "discount": disc, "points": points, "extra_days": extra}
@@ -327,6 +339,10 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
             f"{points} points per dollar spent and get {extra} extra days for returns."
         )
         pol["passage"][("membership", tier)] = _add(world, f"policy-membership-{i:02d}", f"{tier} membership", text)
+
+
+def _payment_policies(world: World, rng: random.Random, pol: dict[str, Any]) -> None:
+    """Accepted and refused payment methods, installments, gift cards and price matching."""
     maybe = list(_PAYMENT_MAYBE)
     rng.shuffle(maybe)
     accepted = list(_PAYMENT_ALWAYS) + sorted(maybe[:6])
@@ -370,6 +386,15 @@ def _build_policy(world: _World, rng: random.Random, namer: _Namer) -> None:
         f"The shop matches a lower price from a major retailer within {pm_days} days of purchase. "
         "Marketplace sellers and clearance sales are excluded from price matching.",
     )
+
+
+def _build_policy(world: World, rng: random.Random, namer: _Namer) -> None:
+    pol: dict[str, Any] = {"returns": {}, "restocking": {}, "warranty": {}, "exchange": {}, "passage": {}}
+    _category_policies(world, rng, pol)
+    _brand_policies(world, rng, namer, pol)
+    _shipping_policies(world, rng, pol)
+    _membership_policies(world, rng, pol)
+    _payment_policies(world, rng, pol)
     world.policy = pol
 
 
@@ -377,11 +402,12 @@ def _person(namer: _Namer, rng: random.Random, firsts: list[str]) -> str:
     return f"{rng.choice(firsts)} {namer.word((2, 3))}"
 
 
-def _build_open(world: _World, rng: random.Random, namer: _Namer) -> None:
+def _open_entities(rng: random.Random, namer: _Namer) -> tuple[dict[str, list[Entity]], list[str]]:
+    """The invented countries, companies, devices, mountains and rivers (by kind), and the continents."""
     firsts = [namer.word((2,)) for _ in range(60)]
     seas = [f"{namer.word((2,))} Sea" for _ in range(20)]
     continents = [namer.word((3,)) for _ in range(6)]
-    countries: list[_Entity] = []
+    countries: list[Entity] = []
     for i in range(240):
         name = namer.word()
         facts = {
@@ -390,8 +416,8 @@ def _build_open(world: _World, rng: random.Random, namer: _Namer) -> None:
             "language": namer.word((2,)) + rng.choice(("ic", "ese", "ian", "i")),
             "independence": rng.randint(1200, 1960),
         }
-        countries.append(_Entity("country", name, _split_of(i), facts))
-    companies: list[_Entity] = []
+        countries.append(Entity("country", name, _split_of(i), facts))
+    companies: list[Entity] = []
     by_split_countries = {s: [c for c in countries if c.split == s] for s in SPLITS}
     for i in range(360):
         split = _split_of(i)
@@ -410,9 +436,9 @@ def _build_open(world: _World, rng: random.Random, namer: _Namer) -> None:
             "industry": rng.choice(_INDUSTRIES),
             "employees": rng.randrange(200, 90000, 50),
         }
-        companies.append(_Entity("company", name, split, facts))
+        companies.append(Entity("company", name, split, facts))
     by_split_companies = {s: [c for c in companies if c.split == s] for s in SPLITS}
-    devices: list[_Entity] = []
+    devices: list[Entity] = []
     for i in range(360):
         split = _split_of(i)
         kind, purpose = rng.choice(_DEVICE_KINDS)
@@ -424,8 +450,8 @@ def _build_open(world: _World, rng: random.Random, namer: _Namer) -> None:
             "maker": maker.name,
             "purpose": purpose,
         }
-        devices.append(_Entity("device", f"{namer.word()} {kind}", split, facts))
-    mountains: list[_Entity] = []
+        devices.append(Entity("device", f"{namer.word()} {kind}", split, facts))
+    mountains: list[Entity] = []
     for i in range(240):
         split = _split_of(i)
         country = rng.choice(by_split_countries[split])
@@ -434,14 +460,21 @@ def _build_open(world: _World, rng: random.Random, namer: _Namer) -> None:
             "country": country.name,
             "first_ascent": rng.randint(1780, 1990),
         }
-        mountains.append(_Entity("mountain", f"Mount {namer.word()}", split, facts))
-    rivers: list[_Entity] = []
+        mountains.append(Entity("mountain", f"Mount {namer.word()}", split, facts))
+    rivers: list[Entity] = []
     for i in range(180):
         split = _split_of(i)
         country = rng.choice(by_split_countries[split])
         facts = {"length": rng.randint(40, 4200), "country": country.name, "sea": rng.choice(seas)}
-        rivers.append(_Entity("river", f"{namer.word()} River", split, facts))
+        rivers.append(Entity("river", f"{namer.word()} River", split, facts))
+    entities = {"country": countries, "company": companies, "device": devices, "mountain": mountains, "river": rivers}
+    return entities, continents
 
+
+def _open_passages(world: World, rng: random.Random, entities: dict[str, list[Entity]], continents: list[str]) -> None:
+    """One KB passage per entity, in one of its kind's phrasings."""
+    countries, companies, devices = entities["country"], entities["company"], entities["device"]
+    mountains, rivers = entities["mountain"], entities["river"]
     for i, c in enumerate(countries):
         f = c.facts
         where = f"in the {rng.choice(_REGIONS)} of {rng.choice(continents)}"
@@ -492,13 +525,12 @@ def _build_open(world: _World, rng: random.Random, namer: _Namer) -> None:
             f"into the {f['sea']}."
         )
         c.passage = _add(world, f"river-{i:03d}", c.name, text)
-    world.entities = {
-        "country": countries,
-        "company": companies,
-        "device": devices,
-        "mountain": mountains,
-        "river": rivers,
-    }
+
+
+def _build_open(world: World, rng: random.Random, namer: _Namer) -> None:
+    entities, continents = _open_entities(rng, namer)
+    _open_passages(world, rng, entities, continents)
+    world.entities = entities
 
 
 # Words used by the passage and question templates: invented names must not collide with them.
@@ -517,14 +549,14 @@ _RESERVED_TEXT = (
 
 
 @functools.lru_cache(maxsize=8)
-def _world(seed: int) -> _World:
+def world_of(seed: int) -> World:
     rng = random.Random(f"{seed}/qa/kb")
-    words = [_RESERVED_TEXT, *CATEGORIES, *_INDUSTRIES, *_COMPANY_SUFFIXES, *_TIERS, *_PAYMENT_ALWAYS]
+    words = [_RESERVED_TEXT, *CATEGORIES, *_INDUSTRIES, *_COMPANY_SUFFIXES, *TIERS, *_PAYMENT_ALWAYS]
     words += [*_PAYMENT_MAYBE, *(k for k, _ in _DEVICE_KINDS), *(p for _, p in _DEVICE_KINDS)]
-    words += [o for o, *_ in _SHIPPING]
+    words += [o for o, *_ in SHIPPING]
     reserved = set(tokenize(" ".join(words)))
     namer = _Namer(rng, reserved)
-    world = _World(seed)
+    world = World(seed)
     _build_policy(world, rng, namer)
     _build_open(world, rng, namer)
     world.index = BM25(world.passages)
@@ -538,7 +570,7 @@ def _world(seed: int) -> _World:
 
 def kb(seed: int) -> list[dict[str, str]]:
     """The knowledge-base passages ``{"id", "title", "text"}`` of ``seed`` (a fresh copy of the cache)."""
-    return [dict(p) for p in _world(seed).passages]
+    return [dict(p) for p in world_of(seed).passages]
 
 
 def policy_facts(seed: int) -> dict[str, Any]:
@@ -548,12 +580,12 @@ def policy_facts(seed: int) -> dict[str, Any]:
     ``shipping`` (``{option: (fee_cents, business_days)}``), ``free_shipping`` (dollars), ``tiers``,
     ``accepted``, ``refused``, ``installments`` (``(min dollars, count)``), ``gift_years``, ``price_match``.
     """
-    pol = _world(seed).policy
+    pol = world_of(seed).policy
     return {k: v for k, v in pol.items() if k != "passage"}
 
 
 def search(seed: int, query: str, top_k: int = 3) -> list[dict[str, str]]:
     """BM25 search of the KB of ``seed`` (what ``search_kb`` runs)."""
-    world = _world(seed)
+    world = world_of(seed)
     assert world.index is not None
     return [dict(world.passages[i]) for i in world.index.search(query, top_k)]
