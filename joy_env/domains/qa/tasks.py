@@ -24,9 +24,6 @@ from joy_env.domains.qa.world import (
 SIZES = {"train": 20000, "validation": 2000, "test": 2000}
 
 
-MULTI_HOP_TEMPLATES = ("maker_founded", "maker_founder", "mountain_capital")
-
-
 @dataclass(frozen=True)
 class _Q:
     """One generated question: phrasing, short answer, the gold search queries and passages."""
@@ -254,55 +251,66 @@ def _by_name(world: World, kind: str, name: str) -> Entity:
     return next(e for e in world.entities[kind] if e.name == name)
 
 
-def _q_maker_founded(world: World, rng: random.Random, split: str) -> _Q:
-    d = _entity(world, rng, split, "device")
-    c = _by_name(world, "company", d.facts["maker"])
-    phrasings = (
-        "In which year was the company that makes the {e} founded?",
-        "When was the maker of the {e} founded?",
-        "The company that manufactures the {e} was founded in what year?",
-    )
-    return _Q(
-        _phrase(rng, split, phrasings, False).format(e=d.name),
-        str(c.facts["founded"]),
-        (f"{d.name} made by company", f"{c.name} founded year"),
-        (d.passage, c.passage),
-        {"bridge": c.name},
-    )
+_BRIDGES: dict[str, tuple[str, str, str, str, tuple[str, ...], tuple[str, str]]] = {
+    # template: (entity kind, fact naming the bridge, bridge kind, the bridge's fact asked for, phrasings with
+    # {e}, gold queries with {e} the entity and {b} the bridge)
+    "maker_founded": (
+        "device",
+        "maker",
+        "company",
+        "founded",
+        (
+            "In which year was the company that makes the {e} founded?",
+            "When was the maker of the {e} founded?",
+            "The company that manufactures the {e} was founded in what year?",
+        ),
+        ("{e} made by company", "{b} founded year"),
+    ),
+    "maker_founder": (
+        "device",
+        "maker",
+        "company",
+        "founder",
+        (
+            "Who founded the company that makes the {e}?",
+            "Name the founder of the company that manufactures the {e}.",
+            "Who is the founder of the maker of the {e}?",
+        ),
+        ("{e} made by company", "{b} founder"),
+    ),
+    "mountain_capital": (
+        "mountain",
+        "country",
+        "country",
+        "capital",
+        (
+            "What is the capital of the country where {e} is located?",
+            "{e} stands in a country. What is that country's capital?",
+            "Name the capital city of the country that {e} is in.",
+        ),
+        ("{e} country", "capital of {b}"),
+    ),
+}
+"""The multi-hop templates: a fact of the entity names a second entity (the bridge), whose fact is the answer."""
+MULTI_HOP_TEMPLATES = tuple(_BRIDGES)
+"""The multi-hop templates (test split only)."""
 
 
-def _q_maker_founder(world: World, rng: random.Random, split: str) -> _Q:
-    d = _entity(world, rng, split, "device")
-    c = _by_name(world, "company", d.facts["maker"])
-    phrasings = (
-        "Who founded the company that makes the {e}?",
-        "Name the founder of the company that manufactures the {e}.",
-        "Who is the founder of the maker of the {e}?",
-    )
-    return _Q(
-        _phrase(rng, split, phrasings, False).format(e=d.name),
-        c.facts["founder"],
-        (f"{d.name} made by company", f"{c.name} founder"),
-        (d.passage, c.passage),
-        {"bridge": c.name},
-    )
+def _bridge_question(template: str) -> Callable[[World, random.Random, str], _Q]:
+    kind, link, bridge_kind, key, phrasings, queries = _BRIDGES[template]
 
+    def build(world: World, rng: random.Random, split: str) -> _Q:
+        e = _entity(world, rng, split, kind)
+        b = _by_name(world, bridge_kind, e.facts[link])
+        return _Q(
+            _phrase(rng, split, phrasings, False).format(e=e.name),
+            str(b.facts[key]),
+            tuple(q.format(e=e.name, b=b.name) for q in queries),
+            (e.passage, b.passage),
+            {"bridge": b.name},
+        )
 
-def _q_mountain_capital(world: World, rng: random.Random, split: str) -> _Q:
-    m = _entity(world, rng, split, "mountain")
-    c = _by_name(world, "country", m.facts["country"])
-    phrasings = (
-        "What is the capital of the country where {e} is located?",
-        "{e} stands in a country. What is that country's capital?",
-        "Name the capital city of the country that {e} is in.",
-    )
-    return _Q(
-        _phrase(rng, split, phrasings, False).format(e=m.name),
-        c.facts["capital"],
-        (f"{m.name} country", f"capital of {c.name}"),
-        (m.passage, c.passage),
-        {"bridge": c.name},
-    )
+    return build
 
 
 # ----- policy questions
@@ -430,22 +438,72 @@ def shipping_time(world: World, rng: random.Random, split: str, option: str | No
     )
 
 
-def free_shipping(world: World, rng: random.Random, split: str) -> _Q:
-    phrasings = (
-        "What is the minimum order for free shipping?",
-        "How much do I need to spend to get free standard shipping?",
-        "From what order amount is standard shipping free?",
-        "What order total qualifies for free shipping?",
-        "Above which amount do orders ship for free?",
-    )
-    t = world.policy["free_shipping"]
-    return _Q(
-        _phrase(rng, split, phrasings, True),
-        f"${t}",
-        ("free shipping minimum order",),
-        (world.policy["passage"][("free_shipping", None)],),
-        {"value": t, "unit": "dollars"},
-    )
+_POLICY_FACTS: dict[str, tuple[tuple[str, ...], str, str, str, tuple[str, None], str | None]] = {
+    # template: (phrasings, policy key, answer with {v}, gold query, passage key, the value's unit in meta, if any)
+    "free_shipping": (
+        (
+            "What is the minimum order for free shipping?",
+            "How much do I need to spend to get free standard shipping?",
+            "From what order amount is standard shipping free?",
+            "What order total qualifies for free shipping?",
+            "Above which amount do orders ship for free?",
+        ),
+        "free_shipping",
+        "${v}",
+        "free shipping minimum order",
+        ("free_shipping", None),
+        "dollars",
+    ),
+    "gift_card": (
+        (
+            "How long are gift cards valid?",
+            "For how many years can a gift card be used?",
+            "When does a gift card expire after purchase?",
+            "How many years is a shop gift card good for?",
+            "What is the validity period of gift cards?",
+        ),
+        "gift_years",
+        "{v} years",
+        "gift cards valid years",
+        ("gift", None),
+        None,
+    ),
+    "price_match": (
+        (
+            "Within how many days of purchase can I ask for a price match?",
+            "How long after buying can I request a price match?",
+            "What is the price match period?",
+            "How many days do I have to get a lower price matched?",
+            "For how many days after purchase does the shop match prices?",
+        ),
+        "price_match",
+        "{v} days",
+        "price match days purchase",
+        ("price_match", None),
+        None,
+    ),
+}
+"""The policy questions about one shop-wide fact."""
+
+
+def _policy_fact(template: str) -> Callable[[World, random.Random, str], _Q]:
+    phrasings, key, answer, query, passage, unit = _POLICY_FACTS[template]
+
+    def build(world: World, rng: random.Random, split: str) -> _Q:
+        value = world.policy[key]
+        return _Q(
+            _phrase(rng, split, phrasings, True),
+            answer.format(v=value),
+            (query,),
+            (world.policy["passage"][passage],),
+            {"value": value, "unit": unit} if unit else {},
+        )
+
+    return build
+
+
+free_shipping = _policy_fact("free_shipping")
+gift_card = _policy_fact("gift_card")
 
 
 MEMBERSHIP: dict[str, tuple[tuple[str, ...], str, Callable[[dict], str]]] = {
@@ -569,38 +627,6 @@ def installments(world: World, rng: random.Random, split: str) -> _Q:
     )
 
 
-def gift_card(world: World, rng: random.Random, split: str) -> _Q:
-    phrasings = (
-        "How long are gift cards valid?",
-        "For how many years can a gift card be used?",
-        "When does a gift card expire after purchase?",
-        "How many years is a shop gift card good for?",
-        "What is the validity period of gift cards?",
-    )
-    return _Q(
-        _phrase(rng, split, phrasings, True),
-        f"{world.policy['gift_years']} years",
-        ("gift cards valid years",),
-        (world.policy["passage"][("gift", None)],),
-    )
-
-
-def _price_match(world: World, rng: random.Random, split: str) -> _Q:
-    phrasings = (
-        "Within how many days of purchase can I ask for a price match?",
-        "How long after buying can I request a price match?",
-        "What is the price match period?",
-        "How many days do I have to get a lower price matched?",
-        "For how many days after purchase does the shop match prices?",
-    )
-    return _Q(
-        _phrase(rng, split, phrasings, True),
-        f"{world.policy['price_match']} days",
-        ("price match days purchase",),
-        (world.policy["passage"][("price_match", None)],),
-    )
-
-
 _TEMPLATES: dict[str, Callable[[World, random.Random, str], _Q]] = {
     **{name: _open_question(name) for name in _OPEN},
     "return_window": return_window,
@@ -614,10 +640,8 @@ _TEMPLATES: dict[str, Callable[[World, random.Random, str], _Q]] = {
     "payment_accepted": payment_accepted,
     "installments": installments,
     "gift_card": gift_card,
-    "price_match": _price_match,
-    "maker_founded": _q_maker_founded,
-    "maker_founder": _q_maker_founder,
-    "mountain_capital": _q_mountain_capital,
+    "price_match": _policy_fact("price_match"),
+    **{name: _bridge_question(name) for name in _BRIDGES},
 }
 # Sampling weights: open-domain single hop, frequent policy facts, rare single-fact policies, multi-hop.
 _WEIGHTS = {name: 4.0 for name in _OPEN}
