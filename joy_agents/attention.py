@@ -4,22 +4,26 @@ transformers' ``sdpa`` attention gives a model with grouped-query attention (few
 as in SmolLM2 and Qwen2.5) to ``torch.nn.functional.scaled_dot_product_attention`` with ``enable_gqa`` only on a GPU
 without a mask. Otherwise, for more than one query token (a prefill, or a decode step with drafted tokens) it first
 copies every key and value head once per query head of its group (``repeat_kv``): a decode step with drafts copies
-the whole KV cache of every layer, three times over for SmolLM2. PyTorch's CPU kernel takes ``enable_gqa`` with a
-mask and gives the same numbers (its heads are read in place).
+the whole KV cache of every layer, three times over for SmolLM2. For one query token (a plain decode step)
+transformers 5.20 and later fold the group's query heads together instead (``pack_gqa``); earlier versions copy
+there too, on every step. PyTorch's CPU kernel takes ``enable_gqa`` with a mask and gives the same numbers (its heads
+are read in place).
 
 :func:`use_cpu_attention` switches a model to the attention ``"joy_sdpa"``: transformers' ``sdpa`` in every case but
 one, where it calls the kernel with ``enable_gqa`` instead of copying: on a CPU, without gradients, with a mask, with
-grouped heads and more than one query token. The team does this for the models it loads on a CPU
-(:class:`~joy_agents.policy.TeamPolicy`); training passes (gradients on) run transformers' own path.
+grouped heads and more than one query token, or one query token where transformers would copy (before 5.20). The
+team does this for the models it loads on a CPU (:class:`~joy_agents.policy.TeamPolicy`); training passes
+(gradients on) run transformers' own path.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
-__all__ = ["ATTENTION", "cpu_gqa_attention", "use_cpu_attention"]
+__all__ = ["ATTENTION", "cpu_gqa_attention", "transformers_packs_one_query", "use_cpu_attention"]
 
 ATTENTION = "joy_sdpa"
 """The name the attention is registered under in transformers."""
@@ -43,7 +47,7 @@ def cpu_gqa_attention(
     groups = getattr(module, "num_key_value_groups", 1)
     own = (
         groups > 1
-        and query.shape[2] > 1
+        and (query.shape[2] > 1 or not transformers_packs_one_query())
         and query.device.type == "cpu"
         and attention_mask is not None
         and not torch.is_grad_enabled()
@@ -58,6 +62,15 @@ def cpu_gqa_attention(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
     )
     return out.transpose(1, 2).contiguous(), None
+
+
+@functools.cache
+def transformers_packs_one_query() -> bool:
+    """Whether transformers' ``sdpa`` attention reads grouped heads in place for one query token (``pack_gqa``,
+    transformers 5.20 and later)."""
+    from transformers.integrations import sdpa_attention
+
+    return hasattr(sdpa_attention, "pack_gqa")
 
 
 def use_cpu_attention(model: torch.nn.Module) -> bool:
