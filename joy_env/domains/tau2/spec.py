@@ -70,17 +70,6 @@ def system_prompt(domain: str, policy: str, protocol: str = "solo") -> str:
     return f"{role_prompt(domain, protocol)}\n\n{policy.strip()}\n"
 
 
-def tools(domain: str, protocol: str = "solo") -> tuple:
-    """The service agent's tools: the domain's own; in the solo protocol the customer's too, where the customer has
-    tools (telecom's phone; in the interactive protocol they are the customer's)."""
-    return contract(domain).agent_tools(protocol)
-
-
-def write_tools(domain: str) -> frozenset[str]:
-    """The names of the tools that may change the database (tau2's write tools)."""
-    return contract(domain).write_tools
-
-
 def service_domain(data: Tau2Data, protocol: str = "solo") -> Domain:
     """The ``ecommerce`` sub-agent's domain over ``data``: tau2's tools, database and policy (for ``protocol``),
     and the tasks' starting states and state assertions where the domain has them (telecom)."""
@@ -99,7 +88,7 @@ def service_domain(data: Tau2Data, protocol: str = "solo") -> Domain:
 
 def task_source(data: Tau2Data, protocol: str = "solo") -> Tau2TaskSource:
     """The task source over ``data`` (tasks as ``protocol`` serves them)."""
-    return Tau2TaskSource(data.domain, data.tasks, data.splits, write_tools(data.domain), protocol)
+    return Tau2TaskSource(data.domain, data.tasks, data.splits, contract(data.domain).write_tools, protocol)
 
 
 def _spec_of(
