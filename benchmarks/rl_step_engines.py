@@ -74,7 +74,7 @@ def one_engine(args: argparse.Namespace) -> dict[str, Any]:
             figures = {f"{p}_s": round(row.get(f"time/{p}_s", 0.0), 2) for p in PHASES}
             figures["generated_tokens"] = row["charts/tokens_generated"]
             figures["rollout_tokens_per_s"] = round(row["charts/tokens_generated"] / max(figures["rollout_s"], 1e-9), 1)
-            figures["nonzero_variance_groups"] = row["groups/nonzero_variance"]
+            figures["groups_with_spread"] = row["groups/with_spread"]
             if engine is not None:
                 for part, seconds in engine.seconds.items():
                     figures[f"vllm_{part}_s"] = round(seconds - before[part], 2)

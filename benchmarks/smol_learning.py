@@ -80,7 +80,7 @@ CURVES = {
     "reward": "charts/reward_mean",
     "tokens": "charts/tokens_generated_total",
     "groups": "groups/total",
-    "groups_with_variance": "groups/nonzero_variance",
+    "groups_with_spread": "groups/with_spread",
     "kl": "losses/kl",
     "clip_fraction": "losses/clip_fraction",
 }

@@ -5,8 +5,10 @@ One training step, top to bottom (:meth:`GRPOTrainer.step`):
 
 1. **Joint sampling.** For each task of the batch, the team plays G whole episodes with every role sampling
    at ``temperature``; the G final team rewards form the task's group.
-2. **Update.** Advantages ``(r - mean) / (std + eps)`` per group; every node of a trajectory carries its
-   trajectory's advantage; every role that acted in a group with reward variance is updated with the same
+   With ``groups_per_step``, more batches of tasks until that many groups are not flat (dynamic sampling).
+2. **Update.** Advantages ``r - mean`` per group, scaled by ``scale_rewards``, from the ``advantage_reward``
+   terms; every node of a trajectory carries its trajectory's advantage; every role that acted in a group that
+   is not flat (``min_reward_spread``) is updated, one optimiser step over all such groups, with the same
    clipped-ratio loss, KL and token aggregation as ``joyagents_grpo`` (:mod:`joy_trainers.losses`).
 
 No node-wise branching, no top-K selection, no memory: the comparison point for ``joyagents_grpo``.
@@ -56,10 +58,22 @@ class GRPOTrainer(rl.RLTrainer):
 
     def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
-        with timer("rollout"):
-            groups, trajectories, _ = rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)
+        with timer("rollout"):  # more batches of tasks with groups_per_step (dynamic sampling)
+            drawn = rl.draw_groups(state, tasks, lambda batch: self.sample_groups(state, batch))
         with timer("scoring"):
-            selected = rl.select_global(groups, "all")
+            selected = rl.select_global(drawn.groups, "all", rl.Scoring.of(cfg))
         with timer("update"):
             stats = rl.update_selected(state, selected, cfg)
-        return rl.StepOutput(trajectories=trajectories, groups=groups, update_stats=stats, timer=timer)
+        return rl.StepOutput(
+            trajectories=drawn.trajectories,
+            groups=drawn.groups,
+            selected=selected,
+            update_stats=stats,
+            timer=timer,
+            metrics={"sampling/draws": drawn.draws},
+        )
+
+    def sample_groups(self, state: rl.RunState, tasks: list[int]) -> tuple[list[rl.Group], list[Any], list[Any]]:
+        """G whole trajectories per task of one batch, every role sampling at ``temperature``: a group per task."""
+        cfg = self.config
+        return rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p)

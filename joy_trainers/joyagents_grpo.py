@@ -12,10 +12,15 @@ One training step, top to bottom (:meth:`JoyAgentsGRPOTrainer.step`):
    G final team rewards are node i's group. Cost: sum_i G continuations per trajectory, linear in the number of
    nodes (joint resampling would cost G^N).
    ``sampling="trajectory"`` replaces this by G whole trajectories per task (the ablation).
-3. **Selection.** Rank every group of the batch (all processes) by reward variance and keep the top K
-   (``top_k``; ``"all"`` keeps every group with variance). Only roles owning a selected group change.
-4. **Update.** Advantages ``(r - mean) / (std + eps)`` per group; clipped importance-ratio loss with a k3
-   KL to the reference policy (``beta``), token aggregation ``loss_type``; one optimiser per role.
+   With ``groups_per_step``, steps 1-2 run again on more batches of tasks until that many groups are not flat
+   (dynamic sampling, at most ``max_draws`` batches).
+3. **Selection.** Rank every group of the step (all processes) by the variance of its rewards (the
+   ``advantage_reward`` terms) and keep the top K (``top_k``; ``"all"`` keeps every group that is not flat). A
+   flat group (rewards differing by less than ``min_reward_spread``) is never selected. Only roles owning a
+   selected group change.
+4. **Update.** Advantages ``r - mean`` per group, scaled by ``scale_rewards`` (the group's std by default);
+   clipped importance-ratio loss with a k3 KL to the reference policy (``beta``), token aggregation
+   ``loss_type``; one optimiser step per role over every selected group it owns.
    ``iterations`` RL iterations of ``steps_per_iteration`` steps; each iteration refreshes the reference.
 5. **Memory evolution.** Every sample's R_A + R_F labels memory: fit a normal to the step's values; samples
    at or above the 97.5% point are written to their role's bank, entries retrieved into samples at or below
@@ -139,27 +144,33 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
     def step(self, state: rl.RunState, step: int, tasks: list[int], timer: rl.Timer) -> rl.StepOutput:
         cfg = self.config
         with timer("rollout"):  # the step is the memory banks' time (their entries' decay)
-            if cfg.sampling == "node":
-                groups, initial, continuations = self.node_groups(state, tasks, memory_time=step)
-            else:
-                groups, initial, continuations = rl.trajectory_groups(
-                    state, tasks, cfg.group_size, cfg.temperature, cfg.top_p, memory_time=step
-                )
+            drawn = rl.draw_groups(state, tasks, lambda batch: self.sample_groups(state, batch, step))
         with timer("scoring"):
-            selected = rl.select_global(groups, cfg.top_k)
+            selected = rl.select_global(drawn.groups, cfg.top_k, rl.Scoring.of(cfg))
         with timer("update"):
             update_stats = rl.update_selected(state, selected, cfg)
         with timer("memory"):
-            memory_stats = rl.evolve_memory(state, groups, step) if cfg.memory else {}
+            memory_stats = rl.evolve_memory(state, drawn.groups, step) if cfg.memory else {}
         return rl.StepOutput(
-            trajectories=initial,
-            groups=groups,
+            trajectories=drawn.trajectories,
+            groups=drawn.groups,
             selected=selected,
-            continuations=continuations,
+            continuations=drawn.continuations,
             update_stats=update_stats,
             memory_stats=memory_stats,
             timer=timer,
+            metrics={"sampling/draws": drawn.draws},
         )
+
+    def sample_groups(
+        self, state: rl.RunState, tasks: list[int], step: int
+    ) -> tuple[list[rl.Group], list[Any], list[Any]]:
+        """The groups of one batch of ``tasks``: node-wise (:meth:`node_groups`) or, with ``sampling="trajectory"``,
+        whole trajectories; the step is the memory banks' time."""
+        cfg = self.config
+        if cfg.sampling == "node":
+            return self.node_groups(state, tasks, memory_time=step)
+        return rl.trajectory_groups(state, tasks, cfg.group_size, cfg.temperature, cfg.top_p, memory_time=step)
 
     # ------------------------------------------------------------------------------ node-wise sampling
     def node_groups(
@@ -199,6 +210,8 @@ class JoyAgentsGRPOTrainer(rl.RLTrainer):
                     members=[[t.nodes[0]] for t in trajs],
                     key=n.memory_key,
                     outcomes=[rl.outcome_of(t.nodes[0], t) for t in trajs],
+                    accuracy=[float(t.result["R_A"]) for t in trajs],
+                    success=[t.success for t in trajs],
                 )
             )
         return groups, initial, finished

@@ -1,6 +1,7 @@
 """The math every RL trainer shares, as pure functions on tensors.
 
-- :func:`group_advantages`: GRPO's A_ij = (r_ij - mean_j) / (std_j + eps) per group;
+- :func:`group_advantages`: GRPO's A_ij = (r_ij - mean_j) / (std + eps) per group, the std the group's, the
+  batch's or none (``scale_rewards`` as TRL names it); :func:`reward_spread`, the test of a flat group;
 - :func:`policy_loss`: the clipped importance-ratio loss with an optional k3 KL penalty to a reference
   policy, aggregated over tokens as TRL's ``GRPOTrainer`` does for ``loss_type`` ``grpo``, ``bnpo``,
   ``dr_grpo`` and ``dapo`` (a test checks equality with TRL's own loss code);
@@ -17,14 +18,41 @@ from collections.abc import Sequence
 import torch
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+SCALE_REWARDS = ("group", "batch", "none")
+"""What advantages are divided by after centring on the group mean (TRL's ``scale_rewards``)."""
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True, eps: float = 1e-4) -> torch.Tensor:
+def scale_mode(scale: str | bool) -> str:
+    """``scale`` as one of :data:`SCALE_REWARDS`; ``True`` and ``False`` (the option's values before it took
+    names) read as ``"group"`` and ``"none"``."""
+    if scale is True or scale is False:
+        return "group" if scale else "none"
+    if scale not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {scale!r}")
+    return str(scale)
+
+
+def reward_spread(rewards: Sequence[float]) -> float:
+    """``max - min`` of a group's rewards (0 for fewer than two): a group whose spread is under the run's
+    ``min_reward_spread`` is flat, whatever float noise its variance holds."""
+    return float(max(rewards) - min(rewards)) if len(rewards) > 1 else 0.0
+
+
+def group_advantages(
+    rewards: torch.Tensor,
+    group_size: int,
+    scale: str | bool = "group",
+    eps: float = 1e-4,
+    batch_std: float | None = None,
+) -> torch.Tensor:
     """Advantages of ``rewards`` (shape ``(num_groups * group_size,)``, group after group).
 
-    ``(r - group mean) / (group std + eps)`` with the unbiased std (as TRL); ``scale=False`` keeps only the
-    centring (Dr. GRPO). A group whose rewards are all equal gets zero advantages, never NaN.
+    ``r - group mean``, divided by (as TRL's ``scale_rewards``): ``"group"``, the group's std plus ``eps``;
+    ``"batch"``, the std of every reward given (or ``batch_std``, that of a larger batch) plus ``eps``;
+    ``"none"``, nothing (Dr. GRPO). Every std is the unbiased one, as TRL's. A group whose rewards are all equal
+    gets zero advantages, never NaN.
     """
+    mode = scale_mode(scale)
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size!r}")
     if rewards.dim() != 1 or rewards.numel() % group_size:
@@ -33,8 +61,11 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True,
         )
     grouped = rewards.float().view(-1, group_size)  # (N, G)
     centred = grouped - grouped.mean(dim=1, keepdim=True)
-    if scale and group_size > 1:
+    if mode == "group" and group_size > 1:
         centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
+    elif mode == "batch":
+        std = batch_std if batch_std is not None else (float(rewards.float().std()) if rewards.numel() > 1 else 0.0)
+        centred = centred / (std + eps)
     return centred.reshape(-1)
 
 

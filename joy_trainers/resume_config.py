@@ -64,7 +64,8 @@ CONFIG_MAX_BYTES = 2**20
 
 def read_config(path: Path, cls: type) -> dict[str, Any]:
     """The options stored in ``path`` (a run's ``config.json``), every one checked as ``cls.from_dict`` checks a
-    config (names, types, ranges), or a one-line UsageError saying what is wrong with the file."""
+    config (names, types, ranges) and read as the config holds it, or a one-line UsageError saying what is wrong
+    with the file."""
     fix = "restore it, or start the run again with --overwrite"
     try:
         stored = read_json(path, CONFIG_MAX_BYTES)
@@ -80,12 +81,13 @@ def read_config(path: Path, cls: type) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # an old option name is read as its new one
-            cls.from_dict({k: v for k, v in stored.items() if k not in IGNORED})
+            built = config_values(cls.from_dict({k: v for k, v in stored.items() if k not in IGNORED}))
     except (TypeError, ValueError) as exc:
         raise UsageError(
             f"--resume: {path} holds a value joy-train never writes ({' '.join(str(exc).split())[:200]}); {fix}"
         ) from None
-    return stored
+    # each value as the config holds it (an old spelling, e.g. scale_rewards true, reads as its name, "group")
+    return {k: v if k in IGNORED else built.get(k, v) for k, v in stored.items()}
 
 
 def write_config(run_dir: Path, cfg: Any) -> None:

@@ -215,15 +215,15 @@ def test_rl_sharpen_trains_only_on_the_mixed_tasks_and_measures_them_again(sft_r
             outcomes = [[i in (0, 2) and j == 0 for j in range(samples)] for i in range(len(tasks))]
         return greedy, runs, outcomes
 
-    real_batch = RunState.batch_tasks
+    real_draw = RunState.draw_tasks
 
-    def batch_tasks(self, step, n):
-        out = real_batch(self, step, n)
+    def draw_tasks(self, n):
+        out = real_draw(self, n)
         drawn.extend(out)
         return out
 
     monkeypatch.setattr(bench, "play", play)
-    monkeypatch.setattr(RunState, "batch_tasks", batch_tasks)
+    monkeypatch.setattr(RunState, "draw_tasks", draw_tasks)
     small = ["--tasks", "4", "--samples", "2", "--steps", "2", "--max-new-tokens", "8", "--max-cycles", "3"]
     sets = [x for item in SMALL_RL if not item.startswith("max_nodes") for x in ("--set", item)]
     out = tmp_path / "sharpen.json"

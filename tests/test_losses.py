@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from joy_trainers.losses import LOSS_TYPES, gae, group_advantages, kl_k3, policy_loss, value_loss
+from joy_trainers.losses import LOSS_TYPES, gae, group_advantages, kl_k3, policy_loss, reward_spread, value_loss
 
 
 def _batch(seed: int = 0, B: int = 6, T: int = 7):
@@ -151,9 +151,31 @@ def test_group_advantages_reference_and_zero_variance():
     assert torch.allclose(adv[:4], expected)
     assert torch.equal(adv[4:], torch.zeros(4))
     assert torch.allclose(group_advantages(r, 4, scale=False)[:4], g - g.mean())
+    assert torch.equal(group_advantages(r, 4, scale=True), group_advantages(r, 4, scale="group"))
     assert torch.equal(group_advantages(torch.tensor([3.0]), 1), torch.zeros(1))
     with pytest.raises(ValueError, match="multiple of group_size"):
         group_advantages(torch.ones(5), 4)
+
+
+def test_scale_rewards_none_gives_the_unscaled_centred_rewards_and_batch_one_std_for_all():
+    r = torch.tensor([1.2, 1.2, 1.2, 1.18, 1.0, 0.0, 0.0, 0.0])
+    none = group_advantages(r, 4, scale="none")
+    assert torch.allclose(none, torch.tensor([0.005, 0.005, 0.005, -0.015, 0.75, -0.25, -0.25, -0.25]), atol=1e-6)
+    # the group std turns a 0.02 efficiency difference into a full-size advantage, as large as a failure's
+    group = group_advantages(r, 4, scale="group")
+    assert group[3] < -1.4 and abs(float(group[3])) > abs(float(group[5]))
+    # batch: one std, of every reward given (or the one passed), so the small difference stays small
+    batch = group_advantages(r, 4, scale="batch")
+    assert torch.allclose(batch, none / (r.std() + 1e-4))
+    assert torch.allclose(group_advantages(r, 4, scale="batch", batch_std=2.0), none / (2.0 + 1e-4))
+    with pytest.raises(ValueError, match="scale_rewards must be one of"):
+        group_advantages(r, 4, scale="groups")
+
+
+def test_reward_spread_is_max_minus_min():
+    assert reward_spread([0.2, 0.20000000000000004, 0.2]) == pytest.approx(0.0, abs=1e-15)
+    assert reward_spread([1.2, 1.18, 0.2]) == pytest.approx(1.0)
+    assert reward_spread([3.0]) == 0.0 and reward_spread([]) == 0.0
 
 
 def test_gae_matches_direct_sum():

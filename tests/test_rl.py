@@ -49,6 +49,52 @@ def test_select_top_k_ranks_by_variance_and_skips_flat_groups():
         rl.select_top_k(groups, 0)
 
 
+def test_a_group_whose_rewards_differ_by_float_noise_is_flat():
+    # R_F = 0.2 * valid / n: 0.2 * 3/3 and 0.2 * 6/6 differ in the last bit
+    noise = rl.Group("master", [0.2 * 3 / 3, 0.2 * 6 / 6, 0.2, 0.2 * 6 / 6])
+    assert noise.variance > 0  # the exact test the selection used to make
+    real = rl.Group("qa", [0.0, 1.2, 0.2, 0.2])
+    scoring = rl.Scoring()
+    assert scoring.is_flat(noise) and not scoring.is_flat(real) and scoring.strength(noise) == 0.0
+    assert rl.select_top_k([noise, real], 5) == [real] and rl.select_top_k([noise], "all") == []
+    assert rl.advantages_of([noise], rl.Scoring(scale_rewards="group"))[0] == [0.0] * 4
+    # a larger minimum spread also makes small shaping differences flat
+    shaping = rl.Group("qa", [1.2, 1.2, 1.2, 1.18])
+    assert not scoring.is_flat(shaping) and rl.Scoring(min_reward_spread=0.05).is_flat(shaping)
+
+
+def test_advantage_reward_chooses_the_terms_and_shaping_only_orders_groups_that_differ_in_accuracy():
+    # all four succeed; one took an extra call: R differs, R_A does not
+    shaping = rl.Group("qa", [1.2, 1.2, 1.2, 1.18], accuracy=[1.0] * 4, success=[True] * 4)
+    # two succeed, two fail; one success is slower
+    mixed = rl.Group("master", [1.2, 1.18, 0.2, 0.1], accuracy=[1.0, 1.0, 0.0, 0.0], success=[True, True, False, False])
+    total, accuracy, shaped = (rl.Scoring(advantage_reward=a) for a in ("total", "accuracy", "shaped_accuracy"))
+    assert total.signal(shaping) == [1.2, 1.2, 1.2, 1.18] and not total.is_flat(shaping)
+    assert accuracy.is_flat(shaping) and shaped.is_flat(shaping)
+    assert rl.select_top_k([shaping, mixed], 2, shaped) == [mixed]
+    assert shaped.signal(mixed) == [1.2, 1.18, 0.2, 0.1]  # differs in accuracy: the shaping terms order it
+    assert accuracy.signal(mixed) == [1.0, 1.0, 0.0, 0.0]
+    adv = rl.advantages_of([shaping, mixed], shaped)
+    assert adv[0] == [0.0] * 4 and adv[1][0] > adv[1][1] > 0 > adv[1][2] > adv[1][3]
+    with pytest.raises(ValueError, match="Group.accuracy"):
+        accuracy.signal(rl.Group("qa", [1.0, 0.0]))
+    with pytest.raises(ValueError, match="advantage_reward"):
+        rl.Scoring(advantage_reward="R_A")
+
+
+def test_scale_rewards_none_gives_unscaled_advantages_and_batch_one_std_over_the_groups():
+    groups = [rl.Group("qa", [1.0, 0.0, 0.0, 0.0]), rl.Group("master", [1.2, 1.0, 1.2, 1.0])]
+    none = rl.advantages_of(groups, rl.Scoring(scale_rewards="none"))
+    assert none[0] == pytest.approx([0.75, -0.25, -0.25, -0.25]) and none[1] == pytest.approx([0.1, -0.1, 0.1, -0.1])
+    batch = rl.advantages_of(groups, rl.Scoring(scale_rewards="batch"))
+    std = float(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.2, 1.0, 1.2, 1.0]).std())
+    assert batch[0] == pytest.approx([a / (std + 1e-4) for a in none[0]], rel=1e-5)
+    assert batch[1] == pytest.approx([a / (std + 1e-4) for a in none[1]], rel=1e-5)
+    group = rl.advantages_of(groups, rl.Scoring(scale_rewards=True))
+    assert group[1] == pytest.approx([0.866, -0.866, 0.866, -0.866], abs=1e-3)  # the group's own std
+    assert rl.Scoring(scale_rewards=False).scale_rewards == "none"
+
+
 def test_config_validation_names_the_problem(sft_run, tmp_path):
     with pytest.raises(ValueError, match="top_k"):
         _cfg(JoyAgentsGRPOConfig, sft_run, tmp_path, top_k="some")
@@ -62,6 +108,15 @@ def test_config_validation_names_the_problem(sft_run, tmp_path):
         rl.sft_team(None, "Qwen/Qwen2.5-3B-Instruct", 0)
     with pytest.raises(ValueError, match="data_seed"):
         _cfg(GRPOConfig, sft_run, tmp_path, data_seed=-1)
+    with pytest.raises(ValueError, match="scale_rewards must be one of"):
+        _cfg(GRPOConfig, sft_run, tmp_path, scale_rewards="std")
+    with pytest.raises(ValueError, match="advantage_reward must be one of"):
+        _cfg(JoyAgentsGRPOConfig, sft_run, tmp_path, advantage_reward="accuracy_only")
+    with pytest.raises(ValueError, match="min_reward_spread"):
+        _cfg(GRPOConfig, sft_run, tmp_path, min_reward_spread=-0.1)
+    with pytest.raises(ValueError, match="max_draws"):
+        _cfg(GRPOConfig, sft_run, tmp_path, max_draws=0)
+    assert _cfg(GRPOConfig, sft_run, tmp_path, scale_rewards=False).scale_rewards == "none"
 
 
 def test_partial_credit_shapes_training_rollouts_only(sft_run, tmp_path, monkeypatch):
@@ -104,6 +159,79 @@ def _samples(team, role, n=4):
     prompt = team.encode_prompt(role, [{"role": "user", "content": "What is 2 + 2?"}], None)
     (group,) = team.generate(role, [prompt], SamplingConfig(temperature=1.0, max_new_tokens=8), num_samples=n)
     return group
+
+
+def _synthetic_step(trainer, state, draws_of):
+    """Replace the trainer's sampling by groups made from real samples of the team: the k-th batch of tasks drawn
+    gets one group per task with the rewards ``draws_of[k]`` (the task index in its key); returns the batches."""
+    batches = []
+
+    def sample_groups(state, tasks, *step):
+        k = len(batches)
+        batches.append(list(tasks))
+        groups = []
+        for t in tasks:
+            role = "qa" if t % 2 else "math"
+            samples = _samples(state.team, role, n=2)
+            rewards = draws_of[k]
+            groups.append(
+                rl.Group(role, list(rewards), samples, key=f"task-{t}", accuracy=[float(r >= 1) for r in rewards])
+            )
+        return groups, [], []
+
+    trainer.sample_groups = sample_groups
+    return batches
+
+
+@pytest.mark.parametrize("trainer_class", [JoyAgentsGRPOTrainer, GRPOTrainer])
+def test_dynamic_sampling_draws_until_enough_groups_spread_and_one_update_covers_them_all(
+    trainer_class, sft_run, tmp_path, monkeypatch
+):
+    import joy_trainers.rl.step as step_module
+
+    extra = {"top_k": "all", "memory": False} if trainer_class is JoyAgentsGRPOTrainer else {}
+    cfg = _cfg(trainer_class.config_class, sft_run, tmp_path, groups_per_step=3, max_draws=4, **extra)
+    trainer = trainer_class(cfg)
+    trainer.claim_run_dir()
+    state = trainer.start_state()
+    # draw 1: both tasks flat (float noise only); draw 2: both spread; draw 3: both spread (never reached)
+    batches = _synthetic_step(trainer, state, [(0.2, 0.2 * 6 / 6), (1.2, 0.2), (1.2, 0.0)])
+    seen = {}
+    real_update = step_module.policy_update
+
+    def spy(team, role, optimizer, samples, advantages, ucfg, reference=None):
+        seen.setdefault(role, []).append((list(samples), list(advantages)))
+        return real_update(team, role, optimizer, samples, advantages, ucfg, reference)
+
+    monkeypatch.setattr(step_module, "policy_update", spy)
+    row = trainer.run_step(state, 0)
+    # 2 groups with spread after the second draw < 3: a third draw, then 4 >= 3
+    assert row["sampling/draws"] == 3 and len(batches) == 3 and state.tasks_drawn == 3 * cfg.tasks_per_step
+    assert [t for b in batches for t in b] == state.rl_tasks[: 3 * cfg.tasks_per_step]
+    assert row["groups/total"] == 6 and row["groups/with_spread"] == 4 and row["groups/flat_fraction"] == 1 / 3
+    # one optimiser step per role over exactly the samples of the groups that spread, whatever task they came from
+    spread_tasks = [t for b in batches[1:] for t in b]
+    for role in ("qa", "math"):
+        expected = sum(2 for t in spread_tasks if (t % 2 == 1) == (role == "qa"))
+        calls = seen.get(role, [])
+        assert len(calls) == (1 if expected else 0)
+        if expected:
+            samples, advantages = calls[0]
+            assert len(samples) == expected and all(a != 0 for a in advantages)
+    assert row["groups/selected"] == 4
+    # the next step draws after the tasks this one took
+    assert state.draw_tasks(1) == [state.rl_tasks[(3 * cfg.tasks_per_step) % len(state.rl_tasks)]]
+
+
+def test_without_dynamic_sampling_a_step_draws_one_batch(sft_run, tmp_path):
+    cfg = _cfg(GRPOConfig, sft_run, tmp_path)
+    trainer = GRPOTrainer(cfg)
+    trainer.claim_run_dir()
+    state = trainer.start_state()
+    batches = _synthetic_step(trainer, state, [(0.2, 0.2), (1.2, 0.2)])
+    row = trainer.run_step(state, 0)
+    assert row["sampling/draws"] == 1 and len(batches) == 1 and row["groups/with_spread"] == 0
+    assert batches[0] == state.batch_tasks(0, cfg.tasks_per_step) and row["losses/roles_updated"] == 0
 
 
 def test_the_update_options_are_the_trainer_configs_with_its_defaults():

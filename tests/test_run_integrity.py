@@ -230,6 +230,16 @@ def test_resume_compares_the_options_both_sides_hold_and_not_how_the_run_is_invo
         check_resume_config(tmp_path, GRPOConfig(), has_checkpoint=True)
 
 
+def test_a_run_saved_with_scale_rewards_true_resumes_under_its_name_group(tmp_path):
+    from joy_trainers.resume_config import CONFIG_FILE, check_resume_config, config_values
+
+    stored = {**config_values(GRPOConfig()), "scale_rewards": True}  # the option's spelling before it took names
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(stored))
+    assert check_resume_config(tmp_path, GRPOConfig(), has_checkpoint=True) == []
+    with pytest.raises(UsageError, match='scale_rewards: "group" -> "none"'):
+        check_resume_config(tmp_path, GRPOConfig(scale_rewards="none"), has_checkpoint=True)
+
+
 def test_a_resume_before_the_first_checkpoint_starts_from_the_team_it_names(sft_run, tiny_dir, tmp_path):
     from joy_agents.policy import TeamConfig, TeamPolicy
 

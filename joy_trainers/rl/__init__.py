@@ -7,13 +7,13 @@ module                                 names
 :mod:`~joy_trainers.rl.trainer`        ``RLTrainer``: the skeleton (``train()``, hooks); a trainer writes
                                        its ``step``
 :mod:`~joy_trainers.rl.config`         ``RLConfig``: the shared options
-:mod:`~joy_trainers.rl.groups`         ``Group``, ``select_top_k``, ``select_global``, ``advantages_of``,
-                                       ``outcome_of``
+:mod:`~joy_trainers.rl.groups`         ``Group``, ``Scoring``, ``select_top_k``, ``select_global``,
+                                       ``advantages_of``, ``outcome_of``
 :mod:`~joy_trainers.rl.update`         ``policy_update``, ``update_config``, ``UpdateConfig``,
                                        ``make_optimizers``, ``ReferencePolicy``
 :mod:`~joy_trainers.rl.step`           what a step does with the run state: ``trajectory_groups``,
-                                       ``update_selected``, ``update_roles``, ``evolve_memory``,
-                                       ``metrics_row``
+                                       ``draw_groups`` (dynamic sampling), ``update_selected``,
+                                       ``update_roles``, ``evolve_memory``, ``metrics_row``
 :mod:`~joy_trainers.distributed`       ``world``, ``shard``, ``all_reduce_sum``, ``all_gather_objects``,
                                        ``barrier`` (and ``is_main``, ``say``, ``on_main``: what one
                                        process does)
@@ -54,6 +54,7 @@ from joy_trainers.rl.checkpoints import (
 from joy_trainers.rl.config import RLConfig
 from joy_trainers.rl.groups import (
     Group,
+    Scoring,
     advantages_of,
     outcome_of,
     select_global,
@@ -72,13 +73,22 @@ from joy_trainers.rl.loop import (
 from joy_trainers.rl.metrics import MetricsLog, StepOutput, Timer, plot_rewards
 from joy_trainers.rl.start import sft_team, tiny_sft_dir, tiny_sft_values
 from joy_trainers.rl.state import RunState
-from joy_trainers.rl.step import evolve_memory, metrics_row, trajectory_groups, update_roles, update_selected
+from joy_trainers.rl.step import (
+    Drawn,
+    draw_groups,
+    evolve_memory,
+    metrics_row,
+    trajectory_groups,
+    update_roles,
+    update_selected,
+)
 from joy_trainers.rl.trainer import RLTrainer
 from joy_trainers.rl.update import ReferencePolicy, UpdateConfig, make_optimizers, policy_update, update_config
 from joy_trainers.rundir import RunDir
 
 __all__ = [
     "CheckpointError",
+    "Drawn",
     "Group",
     "MetricsLog",
     "RLConfig",
@@ -86,6 +96,7 @@ __all__ = [
     "ReferencePolicy",
     "RunDir",
     "RunState",
+    "Scoring",
     "StepOutput",
     "Timer",
     "UpdateConfig",
@@ -95,6 +106,7 @@ __all__ = [
     "barrier",
     "check_inputs",
     "checkpoint",
+    "draw_groups",
     "evaluate",
     "evolve_memory",
     "finish",

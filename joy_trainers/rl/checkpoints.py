@@ -268,6 +268,7 @@ def state_problem(state: dict[str, Any]) -> str | None:
         return f"state.json: step {state['step']} is negative"
     number = (int, float)
     kinds = {"baseline": (dict, type(None)), "tokens_total": (int,), "wall_s": number, "memory": (dict,)}
+    kinds["tasks_drawn"] = (int,)
     kinds["trainer_state"] = (dict,)
     for name, types in kinds.items():
         value = state.get(name)
@@ -329,6 +330,7 @@ def checkpoint(run: RunDir, state: RunState, save_extra: Callable[[Path], None] 
         extra = {
             "baseline": state.baseline,
             "tokens_total": state.tokens_total,
+            "tasks_drawn": state.tasks_drawn,
             "wall_s": state.wall,
             "memory": {r: b.to_dict() for r, b in state.banks.items()},
             "trainer_state": state.trainer_state,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from joy_agents.sampling.settings import GenerationSettings
 from joy_trainers.generation import run_settings
-from joy_trainers.losses import LOSS_TYPES
+from joy_trainers.losses import LOSS_TYPES, scale_mode
 from joy_trainers.ranges import (
     COUNT_MAX,
     EPOCHS_MAX,
@@ -20,6 +20,7 @@ from joy_trainers.ranges import (
     share,
     tokens,
 )
+from joy_trainers.rl.groups import ADVANTAGE_REWARDS
 from joy_trainers.run_config import RunConfig
 
 
@@ -71,8 +72,24 @@ class RLConfig(RunConfig):
     """Upper clipping (DAPO's clip-higher, e.g. 0.28)."""
     beta: float = 0.04
     """Weight of the k3 KL penalty to the reference policy (0 skips the reference forward)."""
-    scale_rewards: bool = True
-    """Divide advantages by the group std (False: Dr. GRPO)."""
+    scale_rewards: str | bool = "group"
+    """What the centred rewards are divided by, as TRL names it: ``group`` (the group's std), ``batch`` (the std of
+    every reward of the step's updated groups) or ``none`` (Dr. GRPO: ``r - mean`` as it is); ``true`` / ``false``
+    are read as ``group`` / ``none``."""
+    advantage_reward: str = "total"
+    """The reward terms a group's advantages (and its rank in top-K selection) come from: ``total`` (R = R_A + R_F -
+    R_E), ``accuracy`` (R_A alone) or ``shaped_accuracy`` (R_A; the shaping terms R_F - R_E only order the samples
+    of a group whose R_A already differ, so a group that differs in format or efficiency alone is flat)."""
+    min_reward_spread: float = 1e-6
+    """A group whose rewards (the ``advantage_reward`` terms) differ by less than this (max - min) is flat: never
+    selected nor trained on, and counted in ``groups/flat_fraction``. The default only rules out float noise (R_F
+    of 3 well-formed turns of 3 and of 6 of 6 differ by 3e-17)."""
+    groups_per_step: int = 0
+    """Dynamic sampling (DAPO): a step draws batches of ``tasks_per_step`` tasks until it holds this many groups
+    that are not flat (over all processes), at most ``max_draws`` batches, and its one optimiser step per role
+    covers the groups of every task drawn (``joyagents_grpo`` selects its ``top_k`` among them). 0: one batch."""
+    max_draws: int = 4
+    """The most batches of tasks one step draws with ``groups_per_step`` (``sampling/draws`` logs how many)."""
     micro_batch_size: int = 16
     """Sequences per forward/backward in the update."""
     max_grad_norm: float = 1.0
@@ -109,6 +126,9 @@ class RLConfig(RunConfig):
         "epsilon": positive(100),
         "epsilon_high": Range(0, 100, low_open=True, none_ok=True),
         "beta": Range(0, 1e6),
+        "min_reward_spread": Range(0, 1e6),
+        "groups_per_step": count(COUNT_MAX),
+        "max_draws": positive_int(1000),
         "micro_batch_size": positive_int(),
         "max_grad_norm": positive(1e6),
         "max_cycles": positive_int(10**4),
@@ -140,6 +160,12 @@ class RLConfig(RunConfig):
         super().__post_init__()
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        self.scale_rewards = scale_mode(self.scale_rewards)
+        if self.advantage_reward not in ADVANTAGE_REWARDS:
+            raise ValueError(
+                f"advantage_reward must be one of {ADVANTAGE_REWARDS}, got {self.advantage_reward!r}; "
+                "e.g. --set advantage_reward=shaped_accuracy"
+            )
 
     def generation_settings(self) -> GenerationSettings:
         """The settings of the rollouts and evaluations: ``max_new_tokens``, ``max_cycles``, ``max_prompt_tokens``,

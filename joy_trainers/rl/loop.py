@@ -277,6 +277,7 @@ def _resume(run: RunDir, state: RunState, load_extra: Callable[[Path], None] | N
     state.step = int(saved["step"])
     state.baseline = saved.get("baseline")
     state.tokens_total = int(saved.get("tokens_total", 0))
+    state.tasks_drawn = int(saved.get("tasks_drawn", state.step * cfg.tasks_per_step))  # older: one batch a step
     state.wall_before = float(saved.get("wall_s", 0.0))
     state.trainer_state = dict(saved.get("trainer_state", {}))
     if data.reference is not None:  # read on the CPU: onto the device of the weights it stands for

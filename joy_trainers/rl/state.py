@@ -65,6 +65,8 @@ class RunState:
     trainer_state: dict[str, Any] = field(default_factory=dict)
     """JSON-able values a trainer carries from step to step (e.g. a running baseline): saved in every
     checkpoint and restored by ``--resume``."""
+    tasks_drawn: int = 0
+    """RL tasks drawn so far (:meth:`draw_tasks`): ``step * tasks_per_step`` unless dynamic sampling drew more."""
     micro_batch_size: int | None = None
     """The update's micro-batch size once halved after running out of memory (None: the config's)."""
     wall_before: float = 0.0
@@ -85,6 +87,13 @@ class RunState:
     def batch_tasks(self, step: int, n: int) -> list[int]:
         """The ``n`` RL tasks of ``step`` (the shuffled RL split, cycled; the same on every process)."""
         return [self.rl_tasks[(step * n + i) % len(self.rl_tasks)] for i in range(n)]
+
+    def draw_tasks(self, n: int) -> list[int]:
+        """The next ``n`` RL tasks after the :attr:`tasks_drawn` ones (the shuffled RL split, cycled; the same on
+        every process); counts them drawn. Without dynamic sampling, step ``s`` draws ``batch_tasks(s, n)``."""
+        start = self.tasks_drawn
+        self.tasks_drawn += n
+        return [self.rl_tasks[(start + i) % len(self.rl_tasks)] for i in range(n)]
 
     def sampling(self, temperature: float) -> SamplingConfig:
         """Sampling of whole turns at ``temperature`` (0: greedy) with the run's token cap."""

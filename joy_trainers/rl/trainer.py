@@ -100,8 +100,8 @@ class RLTrainer(BaseTrainer):
         write_outputs(self.run, self.state, results)
 
     def run_step(self, state: RunState, step: int) -> dict[str, Any]:
-        """One step: this process's share of the step's tasks, :meth:`step`, and its metrics row."""
-        tasks = shard(state.batch_tasks(step, self.config.tasks_per_step))
+        """One step: this process's share of the step's first batch of tasks, :meth:`step`, and its metrics row."""
+        tasks = shard(state.draw_tasks(self.config.tasks_per_step))
         timer = Timer()
         out = self.step(state, step, tasks, timer)
         if out.timer is None:
