@@ -5,9 +5,12 @@
 RL with group-relative advantages can only raise the probability of actions the team already samples: a task
 whose G samples all fail (or all succeed) gives no signal. For the team in ``RUN_DIR/team`` (a
 ``joy-train`` run directory), this plays the first ``--tasks`` tasks of the RL part of the train split (the
-tasks RL trains on; ``--split test`` for test tasks) of the run's env (or ``--env``) and data seed (from
-``RUN_DIR/results.json``; ``joy/mixed-v0`` and data seed 0 without one) once greedily and ``--samples``
-times with every turn sampled at ``--temperature`` / ``--top-p`` (seeded by ``--seed``), and reports:
+tasks RL trains on; ``--split validation`` or ``test`` for those splits) of the run's env (or ``--env``) and
+data seed (from ``RUN_DIR/results.json``; ``joy/mixed-v0`` and data seed 0 without one) once greedily and
+``--samples`` times with every turn sampled at ``--temperature`` / ``--top-p`` (seeded by ``--seed``), under the
+run's own generation limits (tokens per turn, turns per episode, prompt tokens: the ``"generation"`` block of its
+``results.json``, which is what its training rollouts and evaluations used; ``--max-new-tokens``,
+``--max-cycles`` and ``--max-prompt-tokens`` override each), and reports:
 
 * ``greedy_success``: the share of tasks the greedy team solves (what evaluation measures);
 * ``sample_success``: the mean success of the samples (what the sampling policy earns now);
@@ -89,6 +92,29 @@ def task_list(env_id: str, env_kwargs: dict[str, Any], data_seed: int, split: st
     return list(range(n))
 
 
+def run_limits(run: str | Path) -> dict[str, int]:
+    """Tokens per turn, turns per episode and prompt tokens of the ``joy-train`` run ``run``: what its
+    ``results.json`` says it trained and evaluated under (:func:`joy_trainers.generation.saved_settings`), or the
+    generation defaults for a directory without one (or whose ``results.json`` states no limits, said in a line)."""
+    import json
+
+    from joy_agents.sampling.settings import GenerationSettings
+    from joy_trainers.generation import saved_settings
+
+    results = Path(run) / "results.json"
+    settings = GenerationSettings()
+    if results.is_file():
+        try:
+            settings = saved_settings(json.loads(results.read_text()))
+        except ValueError as exc:
+            print(f"rl_headroom: {results}: {exc}; the generation defaults are used where no option is given")
+    return {
+        "max_new_tokens": settings.max_new_tokens,
+        "max_cycles": settings.max_cycles,
+        "max_prompt_tokens": settings.max_prompt_tokens,
+    }
+
+
 def play(
     team_dir: Path | str,
     env_id: str,
@@ -127,10 +153,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--split", choices=("train", "test"), default="train")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--max-cycles", type=int, default=10)
-    parser.add_argument("--max-prompt-tokens", type=int, default=416)
+    parser.add_argument("--split", choices=("train", "validation", "test"), default="train")
+    parser.add_argument("--max-new-tokens", type=int, help="tokens per turn (default: the run's)")
+    parser.add_argument("--max-cycles", type=int, help="agent turns per episode (default: the run's)")
+    parser.add_argument("--max-prompt-tokens", type=int, help="prompt tokens kept (default: the run's)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampling")
     parser.add_argument("--ks", nargs="+", type=int, help="the k of pass@k (default: 1, 5 and --samples)")
     parser.add_argument("--env", help="env id of the tasks (default: the run's; its env options only with its env)")
@@ -144,6 +170,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{args.temperature}"
         )
     check_team_run(parser, args.run)
+    for name in ("max_new_tokens", "max_cycles", "max_prompt_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    limits = run_limits(args.run)
+    for name, value in limits.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
     import torch
 

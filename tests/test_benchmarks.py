@@ -196,6 +196,12 @@ def test_rl_headroom_pass_at_k_and_a_short_run(sft_run, tmp_path):
     (run / "results.json").write_text(json.dumps({"config": {"env_id": "joy/qa-v0", "data_seed": 1, "seed": 4}}))
     result = bench.main([str(run), "--tasks", "1", "--samples", "2", "--max-new-tokens", "4", "--max-cycles", "2"])
     assert {k: result["settings"][k] for k in ("env_id", "data_seed")} == {"env_id": "joy/qa-v0", "data_seed": 1}
+    # the run's own generation limits, unless an option says otherwise; the validation split too
+    generation = {"max_new_tokens": 6, "max_cycles": 2, "max_prompt_tokens": 200}
+    (run / "results.json").write_text(json.dumps({"config": {"env_id": "joy/qa-v0"}, "generation": generation}))
+    result = bench.main([str(run), "--tasks", "1", "--samples", "2", "--split", "validation", "--max-cycles", "1"])
+    assert {k: result["settings"][k] for k in generation} == {**generation, "max_cycles": 1}
+    assert result["settings"]["split"] == "validation"
 
 
 def test_rl_sharpen_trains_only_on_the_mixed_tasks_and_measures_them_again(sft_run, tmp_path, monkeypatch):
