@@ -1,5 +1,6 @@
-"""``benchmarks/smol_learning.py``: its report (teams, paired differences over seeds), its phases on disk (a
-finished phase is read back, a study of other settings refused), and ``--quick`` end to end (slow)."""
+"""``benchmarks/smol_learning.py``: its report (teams, paired differences over seeds, sampled figures), its phases
+on disk (a finished phase is read back, also from a published copy; a study of other settings refused), and
+``--quick`` end to end (slow)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,37 @@ def test_an_episode_counts_its_well_formed_turns_and_an_empty_one_none():
     assert values["generated_tokens"] == 7 and values["task_ids"] == ["a", "b"]
 
 
+def test_sampled_episodes_give_the_mean_success_and_pass_hat_k_per_task_and_pair_like_greedy_ones():
+    values = {
+        "task_ids": ["a", "a", "a", "b", "b", "b"],
+        "success": [1.0, 1.0, 1.0, 1.0, 0.0, 0.0],
+        "format_valid": [1.0, 1.0, 0.5, 1.0, 0.0, 0.5],
+        "generated_tokens": 60,
+    }
+    sampled = sl.per_task(values, 3)
+    assert sampled["task_ids"] == ["a", "b"] and sampled["sampled_success"] == pytest.approx([1.0, 1 / 3])
+    assert sampled["pass^3"] == [1.0, 0.0] and sampled["sampled_format_valid"] == pytest.approx([5 / 6, 0.5])
+    greedy = {"task_ids": ["a", "b"], "success": [1.0, 0.0], "format_valid": [1.0, 1.0], "reward": [1.2, 0.2]}
+    sft = sl.merged(greedy, sampled)
+    assert set(sft) == {"task_ids", "success", "format_valid", "sampled_success", "pass^3", "sampled_format_valid"}
+    better = {**sft, "sampled_success": [1.0, 1.0], "pass^3": [1.0, 1.0]}
+    summary = sl.report({"sft": sft, "joyagents_grpo-s0": better}, [0])
+    diff = summary["differences"]["joyagents_grpo - sft"]
+    assert diff["sampled_success"]["estimate"] == pytest.approx(1 / 3) and diff["pass^3"]["estimate"] == 0.5
+    assert diff["success"]["estimate"] == 0.0
+    with pytest.raises(SystemExit, match="other tasks"):
+        sl.merged(greedy, {**sampled, "task_ids": ["b", "a"]})
+
+
+def test_a_phase_published_elsewhere_is_taken_and_every_finished_phase_published(tmp_path):
+    published = tmp_path / "published"
+    sl.Phases(tmp_path / "one", published).run("eval-sft-test", lambda: {"value": 1})
+    assert (published / "phases" / "eval-sft-test.json").is_file()
+    calls = []
+    again = sl.Phases(tmp_path / "two", published).run("eval-sft-test", lambda: calls.append(1) or {"value": 2})
+    assert calls == [] and again["value"] == 1 and (tmp_path / "two" / "phases" / "eval-sft-test.json").is_file()
+
+
 def test_a_finished_phase_is_read_back_not_redone(tmp_path):
     phases = sl.Phases(tmp_path)
     calls = []
@@ -117,16 +149,24 @@ def _environment() -> dict[str, str]:
 @pytest.mark.slow
 def test_quick_runs_every_phase_then_a_second_call_redoes_none(tmp_path):
     out = tmp_path / "study"
-    command = [sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--eval-tasks", "3", "--budget", "200"]
+    command = [sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--eval-tasks", "3", "--train-tasks", "2"]
+    command += ["--untrained", "--set", "groups_per_step=2", "--budget", "200"]
     first = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=1500)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     record = json.loads((out / "smol_learning.json").read_text())
-    assert set(record["summary"]["teams"]) == {"untrained", "sft", "joyagents_grpo", "grpo"}
-    assert set(record["summary"]["differences"]) == {f"{a} - {b}" for a, b in sl.PAIRS}
+    assert record["complete"] and set(record["summary"]) == set(sl.EVAL_SETS)
+    for summary in record["summary"].values():
+        assert set(summary["teams"]) == {"untrained", "sft", "joyagents_grpo", "grpo"}
+        assert set(summary["differences"]) == {f"{a} - {b}" for a, b in sl.PAIRS}
+        assert set(summary["differences"]["joyagents_grpo - sft"]) == {
+            "success", "format_valid", "sampled_success", "pass^2", "sampled_format_valid"
+        }  # fmt: skip
+    assert record["sets"]["train"]["split"] == "train" and len(record["sets"]["train"]["tasks"]) == 2
     assert all(r["generated_tokens"] >= 200 and r["curves"]["reward"] for r in record["rl"].values())
+    assert all(r["curves"]["draws"] and r["tasks_drawn"] >= 2 for r in record["rl"].values())
     assert (out / "smol_learning.png").stat().st_size > 0
     second = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert second.stdout.count("finished earlier") == 7  # sft, 2 evaluations per method + 2 runs, untrained
+    assert second.stdout.count("finished earlier") == 27  # sft, 2 runs, 4 teams x 3 sets x greedy and sampled
     other = subprocess.run([*command[:-1], "300"], env=_environment(), capture_output=True, text=True, timeout=600)
     assert other.returncode != 0 and "other settings (budget)" in other.stderr
