@@ -353,3 +353,19 @@ def test_team_throughput_measures_each_team_and_the_node_wise_groups(tmp_path):
     lora, base = by_team["lora", 1]["tokens_per_s"], by_team["base", 1]["tokens_per_s"]
     assert result["ratios"]["continuous_float32_lora_over_base"] == round(lora / base, 3)
     assert set(result["matmul_gflops"]) == {"float32", "bfloat16"}
+
+
+def test_memory_matches_counts_requests_near_a_train_request_and_those_about_another_entity(tmp_path):
+    bench = _load("memory_matches")
+    keys = [[1.0, 0.0], [0.0, 1.0]]
+    queries = [[1.0, 0.1], [0.6, 0.8], [-1.0, 0.0]]
+    same = [[True, False], [True, False], [True, True]]
+    # the first is nearest key 0 (same entity), the second key 1 (another), the third near none
+    assert bench.matches(queries, keys, same, 0.9) == {"matched": 1, "misleading": 0}
+    assert bench.matches(queries, keys, same, 0.7) == {"matched": 2, "misleading": 1}
+    out = tmp_path / "m.json"
+    result = bench.main(["--train-tasks", "20", "--tasks", "5", "--splits", "test", "--out", str(out)])
+    figures = result["figures"]["test"]
+    assert set(figures) == {"0.6", "0.8", "0.9"} and json.loads(out.read_text())["figures"]["test"] == figures
+    assert all(0 <= f["misleading"] <= f["matched"] <= f["tasks"] == 5 for f in figures.values())
+    assert figures["0.6"]["matched"] >= figures["0.9"]["matched"]
