@@ -19,7 +19,9 @@ second call with the same ``--out`` skips the finished phases and continues an u
 checkpoint (the options must be the same; a different setting is refused). With ``--publish DIR`` every finished
 phase and the report are copied into ``DIR`` too, and a phase found there but not in ``OUT`` is taken from it:
 commit ``DIR`` and the study continues from another clone (an RL run whose evaluations are not all published
-must be run again there: its team lives in ``OUT``).
+must be run again there: its team lives in ``OUT``). ``--phases PATTERN ...`` runs only the unfinished phases whose
+names match, so that several calls share one study (e.g. one process per method on a machine of several cores:
+``--phases 'rl-grpo-*' 'eval-grpo-*'``); a last call without it writes the complete report.
 
 1. ``sft``: the ``sft`` trainer's ``smol`` preset into ``OUT/sft`` (none with ``--sft-run``);
 2. ``eval-sft-<set>`` (greedy) and ``eval-sft-<set>-sampled``: the SFT team on every set, under the limits the SFT
@@ -44,6 +46,7 @@ matmuls slower). ``--quick`` runs the same phases on the embedded tiny model wit
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import functools
 import json
 import os
@@ -52,7 +55,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 METHODS = ("joyagents_grpo", "grpo")
 """The RL methods compared, both from the SFT team at the same token budget."""
@@ -119,7 +122,7 @@ CURVES = {
 """Per-step figures kept from each RL run's ``metrics.jsonl`` (name -> metric key)."""
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Stop with a one-line error."""
     raise SystemExit(f"smol_learning: {message}")
 
@@ -129,14 +132,16 @@ class Phases:
     """The phases of one study in ``OUT/phases/``: a finished phase's result is read back, not redone. With
     ``publish``, every finished phase is copied into ``publish/phases/`` too, and one found only there is taken."""
 
-    def __init__(self, out: Path, publish: Path | None = None) -> None:
+    def __init__(self, out: Path, publish: Path | None = None, only: list[str] | None = None) -> None:
         self.dir = out / "phases"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.published = publish / "phases" if publish else None
+        self.only = only
 
-    def run(self, name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def run(self, name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         """The result of phase ``name``: read from its file when it finished earlier (here or, with ``publish``,
-        in the published copy), else ``work()`` timed and written (atomically, with ``wall_s``)."""
+        in the published copy), else ``work()`` timed and written (atomically, with ``wall_s``); None for an
+        unfinished phase that matches none of the patterns ``only`` (when given)."""
         from joy_trainers.rundir import read_json, write_json_atomic
 
         path = self.dir / f"{name}.json"
@@ -147,6 +152,8 @@ class Phases:
         if path.is_file():
             print(f"[smol-learning] {name}: finished earlier ({path})", flush=True)
             result = read_json(path, 256 * 2**20)
+        elif self.only is not None and not any(fnmatch.fnmatchcase(name, p) for p in self.only):
+            return None
         else:
             print(f"[smol-learning] {name} ...", flush=True)
             start = time.perf_counter()
@@ -356,7 +363,8 @@ def plot(summaries: dict[str, dict[str, Any]], runs: dict[str, dict[str, list[fl
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(summaries) + 1, figsize=(4.2 * (len(summaries) + 1), 4.2))
+    fig, grid = plt.subplots(1, len(summaries) + 1, figsize=(4.2 * (len(summaries) + 1), 4.2), squeeze=False)
+    axes = list(grid[0])
     for ax, (name, summary) in zip(axes, summaries.items(), strict=False):
         keys = list(summary["teams"])
         for offset, figure, colour in ((-0.2, "success", "#7aa6c2"), (0.2, "sampled_success", "#d9a35f")):
@@ -398,12 +406,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, help="sampled episodes per task (default 4, quick 2; 0: greedy only)")
     parser.add_argument("--eval-sets", nargs="+", choices=EVAL_SETS, help="the sets evaluated (default: all)")
     parser.add_argument("--untrained", action="store_true", help="also evaluate the base model with fresh adapters")
+    parser.add_argument(
+        "--phases",
+        nargs="+",
+        metavar="PATTERN",
+        help="run only the unfinished phases whose names match one of these patterns (e.g. 'rl-grpo-*' "
+        "'eval-grpo-*'), so that several calls on the same --out share the work; finished phases are always read",
+    )
     parser.add_argument("--engine", choices=("continuous", "vllm"), default="continuous", help="rollout engine")
     parser.add_argument("--env", help="env id of RL and of every evaluation (default: the SFT run's)")
     parser.add_argument("--max-new-tokens", type=int, help="tokens per turn (default: the SFT run's limit)")
     parser.add_argument("--max-cycles", type=int, help="agent turns per episode (default: the SFT run's limit)")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="an option of both RL runs (JSON value)"
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the RL runs (JSON value), given to each method that has it (e.g. top_k to joyagents_grpo)",
     )
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget < 1:
@@ -423,10 +442,9 @@ def study_settings_of(args: argparse.Namespace, setting: dict[str, Any], dtype: 
     from joy_trainers.cli import load_trainer, parse_overrides
 
     common = parse_overrides(args.set)
-    for method in METHODS:  # a typo is refused before any work
-        names = set(load_trainer(method).config_class.__dataclass_fields__)
-        if unknown := sorted(set(common) - names):
-            fail(f"--set {unknown}: not an option of {method}; see joy-train --trainer {method} --list-options")
+    known = {n for m in METHODS for n in load_trainer(m).config_class.__dataclass_fields__}
+    if unknown := sorted(set(common) - known):  # a typo is refused before any work
+        fail(f"--set {unknown}: not an option of {' or '.join(METHODS)}; see joy-train --trainer NAME --list-options")
     return {
         "mode": "quick" if args.quick else "smol",
         "sft_run": args.sft_run,
@@ -480,7 +498,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     publish = Path(args.publish) if args.publish else None
     settings = study_settings_of(args, setting, dtype)
     claim(out, settings)
-    phases = Phases(out, publish)
+    phases = Phases(out, publish, args.phases)
     started = time.perf_counter()
     hardware = torch.cuda.get_device_name() if cuda else f"{cpu_name()}; {torch.get_num_threads()} threads"
     print(f"[smol-learning] {settings['mode']} on {hardware}, torch {torch.__version__}; output {out}", flush=True)
@@ -509,7 +527,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name in study["sets"]:
             greedy = phases.run(f"eval-{key}-{name}", work(name, False))
             sampled = phases.run(f"eval-{key}-{name}-sampled", work(name, True)) if settings["samples"] else None
-            evaluations[name][key] = merged(greedy, sampled)
+            if greedy is not None and (sampled is not None or not settings["samples"]):  # else left to --phases
+                evaluations[name][key] = merged(greedy, sampled)
         write_report(out, publish, phases, settings, study, sft_record, hardware, evaluations, rl_runs, order, started)
 
     # 2. the SFT team
@@ -526,7 +545,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             name = f"{method}-s{seed}"
             run = out / "rl" / name
             work = functools.partial(train, method, seed, run, setting, settings, study, sft_dir, args.engine, dtype)
-            rl_runs[name] = phases.run(f"rl-{name}", work)
+            trained = phases.run(f"rl-{name}", work)
+            if trained is None:  # another call's (--phases)
+                continue
+            rl_runs[name] = trained
             memory = run_memory(run) if (run / "results.json").is_file() else None
             evaluate_team(name, functools.partial(load_team, run / "team"), memory)
 
@@ -580,7 +602,7 @@ def sft_phase(
             fail(f"--sft-run {sft_dir} holds no finished sft run (results.json and team/)")
         sft_record: dict[str, Any] = {"sft_run": str(sft_dir)}
     else:
-        sft_record = phases.run("sft", sft)
+        sft_record = phases.run("sft", sft) or fail("the sft phase is unfinished; run it first (its --phases: sft)")
     sft_results = json.loads((sft_dir / "results.json").read_text())
     sft_config = sft_results["config"]
     limits = saved_settings(sft_results)

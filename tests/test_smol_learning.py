@@ -170,3 +170,12 @@ def test_quick_runs_every_phase_then_a_second_call_redoes_none(tmp_path):
     assert second.stdout.count("finished earlier") == 27  # sft, 2 runs, 4 teams x 3 sets x greedy and sampled
     other = subprocess.run([*command[:-1], "300"], env=_environment(), capture_output=True, text=True, timeout=600)
     assert other.returncode != 0 and "other settings (budget)" in other.stderr
+
+
+def test_phases_outside_the_patterns_are_left_to_another_call_but_finished_ones_are_read(tmp_path):
+    sl.Phases(tmp_path).run("eval-sft-test", lambda: {"value": 1})
+    only = sl.Phases(tmp_path, only=["rl-grpo-*", "eval-grpo-*"])
+    assert only.run("eval-sft-test", lambda: {"value": 2})["value"] == 1  # finished: read back
+    assert only.run("eval-sft-validation", lambda: {"value": 3}) is None  # another call's
+    assert only.run("eval-grpo-s0-test", lambda: {"value": 4})["value"] == 4
+    assert not (tmp_path / "phases" / "eval-sft-validation.json").exists()
