@@ -39,6 +39,12 @@ def main() -> None:
         eval_tasks=0,
         checkpoint_every=1,
         top_k="all",
+        # dynamic sampling that never reaches its target: every step draws max_draws batches on both ranks, and the
+        # batch std of the advantages is gathered over both
+        groups_per_step=1000,
+        max_draws=2,
+        scale_rewards="batch",
+        advantage_reward="shaped_accuracy",
     )
     trainer = JoyAgentsGRPOTrainer(cfg)
     trainer.claim_run_dir()
@@ -61,6 +67,7 @@ def main() -> None:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"params-rank{rank}.json"), "w") as f:
         row = {"steps": state.step, "tasks": tasks, "after_steps": after_steps, "params": digest(team)}
+        row["tasks_drawn"] = state.tasks_drawn
         row.update(initial=initial, samples=[s.completion_ids for s in samples])
         json.dump(row, f)
 

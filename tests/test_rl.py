@@ -484,6 +484,7 @@ def test_two_processes_end_each_step_with_identical_parameters(sft_run, tmp_path
     assert done.returncode == 0, done.stderr[-4000:]
     digests = [json.loads((out / f"params-rank{r}.json").read_text()) for r in (0, 1)]
     assert digests[0]["steps"] == digests[1]["steps"] == 2
+    assert digests[0]["tasks_drawn"] == digests[1]["tasks_drawn"] == 2 * 2 * 4  # 2 steps x max_draws x 4 tasks
     assert digests[0]["tasks"] != digests[1]["tasks"]  # each rank rolled out its own share
     assert digests[0]["after_steps"] == digests[1]["after_steps"]
     assert digests[0]["samples"] != digests[1]["samples"]  # the extra update saw different data per rank
