@@ -483,8 +483,21 @@ def eval_sets(settings: dict[str, Any], study: dict[str, Any]) -> dict[str, dict
             if settings["eval_tasks"] > env.num_tasks:
                 fail(f"--eval-tasks {settings['eval_tasks']} is more than the {env.num_tasks} {name} tasks")
             tasks = list(range(settings["eval_tasks"]))
-        sets[name] = {"split": name, "tasks": tasks}
+        sets[name] = {"split": name, "tasks": tasks, "templates": [env.get_task(t).template for t in tasks]}
     return sets
+
+
+def by_template(teams: dict[str, dict[str, Any]], templates: list[str]) -> dict[str, dict[str, Any]]:
+    """Per task template of one set (``templates[i]`` is task i's), each team's mean of every per-task figure and
+    the template's number of tasks ``n``."""
+    out: dict[str, dict[str, Any]] = {}
+    for template in sorted(set(templates)):
+        idx = [i for i, t in enumerate(templates) if t == template]
+        out[template] = {"n": len(idx)} | {
+            key: {f: sum(v[i] for i in idx) / len(idx) for f, v in values.items() if f not in ("task_ids", "domains")}
+            for key, values in teams.items()
+        }
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -726,6 +739,7 @@ def write_report(
 
     summary: dict[str, Any] = {}
     per_task_record: dict[str, Any] = {}
+    templates: dict[str, Any] = {}
     for name, teams in evaluations.items():
         done = [k for k in order if k in teams]
         if not done:
@@ -734,6 +748,7 @@ def write_report(
             fail(f"the {name} evaluations ran on different tasks; the paired differences would be meaningless")
         summary[name] = report({k: teams[k] for k in done}, settings["seeds"])
         per_task_record[name] = {k: {f: v for f, v in teams[k].items() if f != "task_ids"} for k in done}
+        templates[name] = by_template({k: teams[k] for k in done}, study["sets"][name]["templates"])
     complete = all(k in teams for teams in evaluations.values() for k in order)
     record = {
         "benchmark": "smol_learning",
@@ -752,6 +767,7 @@ def write_report(
         },
         "summary": summary,
         "per_task": per_task_record,
+        "by_template": templates,
         "wall_s_this_call": time.perf_counter() - started,
     }
     (out / "smol_learning.json").write_text(json.dumps(record, indent=2))

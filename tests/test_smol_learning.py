@@ -97,6 +97,13 @@ def test_sampled_episodes_give_the_mean_success_and_pass_hat_k_per_task_and_pair
         sl.merged(greedy, {**sampled, "task_ids": ["b", "a"]})
 
 
+def test_by_template_averages_each_teams_figures_over_the_tasks_of_a_template():
+    teams = {"sft": {"task_ids": ["a", "b", "c"], "success": [1.0, 0.0, 1.0], "sampled_success": [0.5, 0.25, 1.0]}}
+    out = sl.by_template(teams, ["capital", "river", "capital"])
+    assert out["capital"] == {"n": 2, "sft": {"success": 1.0, "sampled_success": 0.75}}
+    assert out["river"]["n"] == 1 and out["river"]["sft"]["sampled_success"] == 0.25
+
+
 def test_a_phase_published_elsewhere_is_taken_and_every_finished_phase_published(tmp_path):
     published = tmp_path / "published"
     sl.Phases(tmp_path / "one", published).run("eval-sft-test", lambda: {"value": 1})
@@ -162,6 +169,7 @@ def test_quick_runs_every_phase_then_a_second_call_redoes_none(tmp_path):
             "success", "format_valid", "sampled_success", "pass^2", "sampled_format_valid"
         }  # fmt: skip
     assert record["sets"]["train"]["split"] == "train" and len(record["sets"]["train"]["tasks"]) == 2
+    assert sum(t["n"] for t in record["by_template"]["test"].values()) == 3
     assert all(r["generated_tokens"] >= 200 and r["curves"]["reward"] for r in record["rl"].values())
     assert all(r["curves"]["draws"] and r["tasks_drawn"] >= 2 for r in record["rl"].values())
     assert (out / "smol_learning.png").stat().st_size > 0
