@@ -781,9 +781,12 @@ def write_report(
 
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from joy_trainers.errors import UsageError
+    from joy_trainers.errors import Terminated, UsageError
 
     try:
         main(sys.argv[1:])
     except UsageError as exc:  # an option or a run directory the trainers refused
         fail(str(exc))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: an RL run stopped after its step, with a checkpoint
+        print(f"smol_learning: {exc or 'interrupted'}; the same command continues the study", file=sys.stderr)
+        sys.exit(143 if isinstance(exc, Terminated) else 130)
