@@ -685,7 +685,16 @@ def train(
         "config": results["config"],
         "curves": curves(run),
         "tasks_drawn": tasks_drawn(run),
+        "run_wall_s": float(results["wall_s"]),  # over every call that ran it (a phase's wall_s: this call's)
     }
+
+
+def run_wall(run: Path) -> float | None:
+    """The wall seconds the RL run in ``run`` took over all the calls that ran it (its ``results.json``)."""
+    try:
+        return float(json.loads((run / "results.json").read_text())["wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def tasks_drawn(run: Path) -> int:
@@ -763,7 +772,9 @@ def write_report(
         "phases_s": phases.walls(),
         "generated_tokens": {f"rl-{k}": r["generated_tokens"] for k, r in rl_runs.items()},
         "rl": {
-            k: {n: r.get(n) for n in ("steps", "generated_tokens", "tasks_drawn", "curves")} for k, r in rl_runs.items()
+            k: {n: r.get(n) for n in ("steps", "generated_tokens", "tasks_drawn", "curves")}
+            | {"wall_s": r.get("run_wall_s") or run_wall(out / "rl" / k)}
+            for k, r in rl_runs.items()
         },
         "summary": summary,
         "per_task": per_task_record,
