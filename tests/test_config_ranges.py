@@ -36,7 +36,16 @@ ZERO_IS_VALID = {
         "eval_tasks",
         "checkpoint_steps",
     },
-    RLConfig: {"seed", "data_seed", "partial_credit", "beta", "eval_tasks", "token_budget"},
+    RLConfig: {
+        "seed",
+        "data_seed",
+        "partial_credit",
+        "beta",
+        "eval_tasks",
+        "token_budget",
+        "min_reward_spread",
+        "groups_per_step",
+    },
     JoyAgentsGRPOConfig: {"initial_temperature", "continuation_temperature", "memory_min_similarity"},
     MAPPOConfig: {"gamma", "gae_lambda"},
 }
