@@ -12,7 +12,9 @@ which also holds templates train never shows) and ``train`` (the first ``--train
 the train split in the order the first seed's runs draw them: tasks both runs trained on, when their budgets
 cover that many). Each set is played greedily (``success``, ``format_valid``) and, with ``--samples K`` > 0, K
 times per task with every turn sampled at the RL runs' temperature (``sampled_success``, the mean over the K
-samples; ``pass^K``, all K succeed; ``sampled_format_valid``), seeded the same for every team.
+samples; ``pass^K``, all K succeed; ``pass@K``, one of them does; ``sampled_format_valid``), seeded the same
+for every team. An evaluation decodes at most ``--eval-rows`` episodes together (each holds its KV cache: fewer
+rows, less memory).
 
 Phases, in this order; each one's result is a file ``OUT/phases/<phase>.json`` written when the phase ends, so a
 second call with the same ``--out`` skips the finished phases and continues an unfinished RL run from its newest
@@ -233,18 +235,29 @@ def per_task(values: dict[str, Any], samples: int) -> dict[str, Any]:
     }
 
 
+EVAL_ROWS = 128
+"""Episodes an evaluation decodes together by default (``--eval-rows``): a SmolLM2 team's 800 sampled episodes of
+a set at the engine's own 256 rows outgrow a 24 GB machine shared by two studies' processes."""
+
+
 def evaluate(
-    team: Any, study: dict[str, Any], name: str, sampled: bool, memory: dict[str, Any] | None = None
+    team: Any,
+    study: dict[str, Any],
+    name: str,
+    sampled: bool,
+    memory: dict[str, Any] | None = None,
+    rows: int = EVAL_ROWS,
 ) -> dict[str, Any]:
     """Episodes of ``team`` on the evaluation set ``name`` of the study, under its limits: one greedy episode per
-    task, or (``sampled``) ``study["samples"]`` per task at the study's sampling temperature, seeded by the set."""
+    task, or (``sampled``) ``study["samples"]`` per task at the study's sampling temperature, seeded by the set;
+    at most ``rows`` episodes decoded together (each holds its KV cache: memory grows with ``rows``)."""
     import torch
 
     from joy_agents.rollout import RolloutConfig, RolloutEngine, summarize
     from joy_agents.sampling.settings import GenerationSettings
 
     spec = study["sets"][name]
-    limits = GenerationSettings(**study["limits"])
+    limits = GenerationSettings(**study["limits"], max_batch_rows=rows)
     engine = RolloutEngine(
         team, study["env_id"], spec["split"], study["data_seed"], RolloutConfig(limits), memory=memory,
         env_kwargs=study["env_kwargs"],
@@ -264,7 +277,7 @@ def evaluate(
         flush=True,
     )
     out = per_task(values, k) if sampled else values
-    return {**out, "metrics": metrics, "eval_s": wall}
+    return {**out, "metrics": metrics, "eval_s": wall, "max_batch_rows": rows}
 
 
 EVAL_SEEDS = {"validation": 11, "test": 12, "train": 13}
@@ -329,12 +342,15 @@ def report(evaluations: dict[str, dict[str, Any]], seeds: list[int]) -> dict[str
 
 
 def merged(greedy: dict[str, Any], sampled: dict[str, Any] | None) -> dict[str, Any]:
-    """The per-task figures of a team on one set: its greedy ones, and its sampled ones when played."""
+    """The per-task figures of a team on one set: its greedy ones, and its sampled ones when played, with
+    ``pass@K`` (one of the K samples succeeds: what RL could sharpen into the greedy answer)."""
     out = {"task_ids": greedy["task_ids"], "success": greedy["success"], "format_valid": greedy["format_valid"]}
     if sampled is not None:
         if sampled["task_ids"] != greedy["task_ids"]:
             fail("a sampled evaluation ran on other tasks than its greedy one")
         out |= {k: v for k, v in sampled.items() if k.startswith(("sampled_", "pass^"))}
+        k = next(int(key[len("pass^") :]) for key in sampled if key.startswith("pass^"))
+        out[f"pass@{k}"] = [float(v > 0) for v in sampled["sampled_success"]]
     return out
 
 
@@ -403,6 +419,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget", type=int, help="generated tokens of each RL run (token_budget)")
     parser.add_argument("--eval-tasks", type=int, help="validation and test tasks (default 200; quick 8)")
     parser.add_argument("--train-tasks", type=int, help="tasks of the train set (default 100; quick 4)")
+    parser.add_argument(
+        "--eval-rows",
+        type=int,
+        default=EVAL_ROWS,
+        help=f"episodes an evaluation decodes together (default {EVAL_ROWS}; fewer: less memory, slower)",
+    )
     parser.add_argument("--samples", type=int, help="sampled episodes per task (default 4, quick 2; 0: greedy only)")
     parser.add_argument("--eval-sets", nargs="+", choices=EVAL_SETS, help="the sets evaluated (default: all)")
     parser.add_argument("--untrained", action="store_true", help="also evaluate the base model with fresh adapters")
@@ -432,6 +454,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.samples is not None and not 0 <= args.samples <= 64:
         parser.error(f"--samples must be in [0, 64], got {args.samples}")
+    if not 1 <= args.eval_rows <= 4096:
+        parser.error(f"--eval-rows must be in [1, 4096], got {args.eval_rows}")
     if args.seeds is not None and (not args.seeds or len(set(args.seeds)) != len(args.seeds)):
         parser.error(f"--seeds must be distinct, got {args.seeds}")
     return args
@@ -533,7 +557,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             def run() -> dict[str, Any]:
                 if not team:
                     team.append(load())
-                return evaluate(team[0], study, name, sampled, memory)
+                return evaluate(team[0], study, name, sampled, memory, args.eval_rows)
 
             return run
 

@@ -87,7 +87,16 @@ def test_sampled_episodes_give_the_mean_success_and_pass_hat_k_per_task_and_pair
     assert sampled["pass^3"] == [1.0, 0.0] and sampled["sampled_format_valid"] == pytest.approx([5 / 6, 0.5])
     greedy = {"task_ids": ["a", "b"], "success": [1.0, 0.0], "format_valid": [1.0, 1.0], "reward": [1.2, 0.2]}
     sft = sl.merged(greedy, sampled)
-    assert set(sft) == {"task_ids", "success", "format_valid", "sampled_success", "pass^3", "sampled_format_valid"}
+    assert set(sft) == {
+        "task_ids",
+        "success",
+        "format_valid",
+        "sampled_success",
+        "pass^3",
+        "pass@3",
+        "sampled_format_valid",
+    }
+    assert sft["pass@3"] == [1.0, 1.0]  # b: one of its three samples succeeds
     better = {**sft, "sampled_success": [1.0, 1.0], "pass^3": [1.0, 1.0]}
     summary = sl.report({"sft": sft, "joyagents_grpo-s0": better}, [0])
     diff = summary["differences"]["joyagents_grpo - sft"]
@@ -139,6 +148,7 @@ def test_a_study_of_other_settings_is_refused_in_one_line(tmp_path):
         (["--budget", "0"], "--budget must be >= 1"),
         (["--eval-tasks", "0"], "--eval-tasks must be >= 1"),
         (["--seeds", "1", "1"], "--seeds must be distinct"),
+        (["--eval-rows", "0"], "--eval-rows must be in [1, 4096], got 0"),
     ],
 )
 def test_bad_options_are_one_line(tmp_path, argv, message, capsys):
@@ -157,7 +167,7 @@ def _environment() -> dict[str, str]:
 def test_quick_runs_every_phase_then_a_second_call_redoes_none(tmp_path):
     out = tmp_path / "study"
     command = [sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--eval-tasks", "3", "--train-tasks", "2"]
-    command += ["--untrained", "--set", "groups_per_step=2", "--budget", "200"]
+    command += ["--untrained", "--eval-rows", "2", "--set", "groups_per_step=2", "--budget", "200"]
     first = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=1500)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     record = json.loads((out / "smol_learning.json").read_text())
@@ -166,13 +176,15 @@ def test_quick_runs_every_phase_then_a_second_call_redoes_none(tmp_path):
         assert set(summary["teams"]) == {"untrained", "sft", "joyagents_grpo", "grpo"}
         assert set(summary["differences"]) == {f"{a} - {b}" for a, b in sl.PAIRS}
         assert set(summary["differences"]["joyagents_grpo - sft"]) == {
-            "success", "format_valid", "sampled_success", "pass^2", "sampled_format_valid"
+            "success", "format_valid", "sampled_success", "pass^2", "pass@2", "sampled_format_valid"
         }  # fmt: skip
     assert record["sets"]["train"]["split"] == "train" and len(record["sets"]["train"]["tasks"]) == 2
     assert sum(t["n"] for t in record["by_template"]["test"].values()) == 3
     assert all(r["generated_tokens"] >= 200 and r["curves"]["reward"] for r in record["rl"].values())
     assert all(r["curves"]["draws"] and r["tasks_drawn"] >= 2 for r in record["rl"].values())
     assert (out / "smol_learning.png").stat().st_size > 0
+    evaluations = [json.loads(p.read_text()) for p in (out / "phases").glob("eval-*.json")]
+    assert len(evaluations) == 24 and all(e["max_batch_rows"] == 2 for e in evaluations)  # 6 sampled episodes a set
     second = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout.count("finished earlier") == 27  # sft, 2 runs, 4 teams x 3 sets x greedy and sampled
