@@ -3,7 +3,7 @@ SFT team at the same budget of generated tokens, every team evaluated on the sam
 
     python benchmarks/smol_learning.py --out runs/smol-learning                  # every phase, SFT included
     python benchmarks/smol_learning.py --out DIR --sft-run runs/sft-smol --env joy/qa-v0 --max-new-tokens 64 \
-        --max-cycles 8 --budget 150000 --set lr=2e-4 ...                         # the runs in docs/results.md
+        --max-cycles 8 --budget 80000 --set lr=2e-4 ...      # the third attempt's command: docs/results.md
     python benchmarks/smol_learning.py --quick --out /tmp/smol-learning-quick     # the pipeline on the tiny model
 
 Evaluation sets (``--eval-sets``, all three by default): ``validation`` (tasks ``0..N-1`` of the validation split:
