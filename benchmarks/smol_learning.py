@@ -236,8 +236,8 @@ def per_task(values: dict[str, Any], samples: int) -> dict[str, Any]:
 
 
 EVAL_ROWS = 128
-"""Episodes an evaluation decodes together by default (``--eval-rows``): a SmolLM2 team's 800 sampled episodes of
-a set at the engine's own 256 rows outgrow a 24 GB machine shared by two studies' processes."""
+"""Episodes an evaluation decodes together by default (``--eval-rows``): fewer than the engine's own default, so
+that the sampled evaluations of two SmolLM2 teams fit side by side in a small machine's memory."""
 
 
 def evaluate(
