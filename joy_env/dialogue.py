@@ -1,11 +1,33 @@
 """The customer's side of a dialogue (:class:`~joy_env.spec.Dialogue`): who acts next, the service side's
 messages to the customer, the customer's turns and the in-env customer. :class:`~joy_env.env.JoyEnv` holds one
-:class:`Conversation` when its spec has a dialogue; the rules are documented in :mod:`joy_env.env`, "Dialogue"."""
+:class:`Conversation` when its spec has a dialogue; the rules are documented in :mod:`joy_env.env`, "Dialogue".
+
+An in-env customer other than the env's own (``Dialogue.policy`` other than ``Dialogue.expert``) runs under a
+deadline per turn (``Dialogue.customer_timeout_s``), in one of two ways (``Dialogue.customer_isolation``):
+
+* ``"thread"`` (the default): in a worker thread of the env's process (:func:`call_before`). The customer shares
+  the process: what it records is there to read, and anything it raises (``SystemExit`` from ``sys.exit()``
+  included) is a customer failure. The deadline holds while the customer runs Python code or waits (I/O,
+  ``time.sleep``, a lock); it cannot interrupt a C call that keeps the GIL (a catastrophic regular expression,
+  say), and ``os._exit()`` ends the whole process.
+* ``"process"``: in a worker process of the env's own (:class:`CustomerProcess`), forked on the first turn (or,
+  on a platform without ``fork``, spawned, which needs a customer that ``pickle`` accepts) and killed at the
+  deadline, so the deadline always holds; a customer that exits or dies is a customer failure too. The
+  customer's state lives in the worker (it carries from turn to turn and episode to episode) and is not seen by
+  the env's process; a worker that is killed is forked again, from the customer as the env's process holds it,
+  on the next turn. Each turn sends the customer's view to the worker and the answer back (see
+  :class:`CustomerProcess`); forking a process that holds CUDA state or busy threads is unsafe,
+  so keep such a customer in a thread.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
+import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -13,16 +35,43 @@ from joy_env.episode import Episode
 from joy_env.protocol import clip, parse_action
 from joy_env.spec import Dialogue
 
-__all__ = ["Conversation", "action_content", "call_before"]
+__all__ = [
+    "Conversation",
+    "CustomerFailure",
+    "CustomerProcess",
+    "action_content",
+    "call_before",
+    "start_method",
+]
+
+
+class CustomerFailure(Exception):
+    """An in-env customer's turn that failed: the customer raised (anything, ``SystemExit`` included), gave no
+    answer before the turn's deadline, or its worker process ended; ``str()`` says which, in one line."""
+
+
+def describe(exc: BaseException) -> str:
+    """``repr(exc)``, or its type's name when its ``repr`` fails."""
+    try:
+        return repr(exc)
+    except Exception:  # noqa: BLE001 - a customer's exception may have a broken __repr__
+        return type(exc).__name__
+
+
+def _late(seconds: float) -> CustomerFailure:
+    return CustomerFailure(f"no answer within {seconds:g} s (its re-asks included)")
 
 
 def call_before(fn: Callable[[Any], Any], arg: Any, deadline: float, seconds: float) -> Any:
     """``fn(arg)`` in a worker thread, waited for until ``deadline`` (``time.monotonic()``; ``seconds``: the
-    allowance it ends, for the message): its result, or its exception, or a ``TimeoutError`` once the deadline
-    passes (the thread, which cannot be stopped, is left to end on its own; it is a daemon)."""
+    allowance it ends, for the message): its result, or a :class:`CustomerFailure` naming what it raised, or one
+    once the deadline passes (the thread, which cannot be stopped, is left to end on its own; it is a daemon).
+
+    Whatever ``fn`` raises is its failure, ``SystemExit`` and ``KeyboardInterrupt`` included: raised in the
+    worker thread, they are ``fn``'s own (the user's Ctrl-C reaches the main thread, never the worker)."""
     left = deadline - time.monotonic()
     if left <= 0:
-        raise TimeoutError(f"no answer within {seconds:g} s (its re-asks included)")
+        raise _late(seconds)
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -35,10 +84,141 @@ def call_before(fn: Callable[[Any], Any], arg: Any, deadline: float, seconds: fl
     worker.start()
     worker.join(left)
     if worker.is_alive():
-        raise TimeoutError(f"no answer within {seconds:g} s (its re-asks included)")
+        raise _late(seconds)
     if "error" in box:
-        raise box["error"]
+        raise CustomerFailure(describe(box["error"])) from None
     return box["value"]
+
+
+def start_method() -> str:
+    """How :class:`CustomerProcess` starts its worker: ``"fork"`` where the platform has it (the customer is
+    inherited as it is, nothing is pickled), else ``"spawn"`` (the customer is pickled to the worker)."""
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def check_picklable(customer: Any, method: str) -> None:
+    """Nothing under ``fork``; under ``spawn``, a one-line ``ValueError`` when ``pickle`` refuses ``customer``."""
+    if method == "fork":
+        return
+    try:
+        pickle.dumps(customer)
+    except Exception as exc:  # noqa: BLE001 - any refusal is the same problem
+        raise ValueError(
+            f"customer_isolation='process' spawns the customer's worker here (no fork on this platform), which "
+            f"needs a customer that pickle accepts; {customer!r} is refused ({describe(exc)}); pass a function "
+            "defined at module level, or customer_isolation='thread'"
+        ) from None
+
+
+def _serve(customer: Callable[[Any], Any], conn: Any) -> None:
+    """The worker process: answers each view it receives with ``("ok", answer)`` or ``("error", description)``,
+    until the env's end of the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the user's Ctrl-C is for the env's process, which kills this one
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the env's process
+    while True:
+        try:
+            view = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = ("ok", customer(view))
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back as a description
+            reply = ("error", describe(exc))
+        try:
+            conn.send(reply)
+        except Exception as exc:  # noqa: BLE001 - an answer that pickle refuses
+            conn.send(("error", f"its answer could not be sent back: {describe(exc)}"))
+
+
+def _stop(process: Any, conn: Any, grace: float = 0.0) -> None:
+    if grace > 0:
+        process.join(grace)
+    if process.is_alive():
+        process.kill()
+    process.join()
+    conn.close()
+
+
+class CustomerProcess:
+    """``customer`` played in a worker process (``customer_isolation="process"``): started on the first
+    :meth:`ask`, killed when a turn passes its deadline (the next :meth:`ask` starts another), ended by
+    :meth:`close` or when this object is collected.
+
+    A turn costs the round trip of the view and the answer through a pipe; starting the worker costs a fork
+    (more for a process holding a large model) or, under ``spawn``, a new interpreter. The figures, beside a
+    worker thread's: ``benchmarks/customer_isolation.py`` (docs/results.md)."""
+
+    def __init__(self, customer: Callable[[Any], Any]) -> None:
+        self.customer = customer
+        self._process: Any = None
+        self._conn: Any = None
+        self._finalizer: Any = None
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (``None`` before the first turn or after a kill)."""
+        return self._process.pid if self._process is not None else None
+
+    def _start(self) -> None:
+        method = start_method()
+        check_picklable(self.customer, method)
+        context = multiprocessing.get_context(method)
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_serve, args=(self.customer, theirs), name="joy-env-customer", daemon=True)
+        try:
+            process.start()
+        except Exception as exc:  # noqa: BLE001 - e.g. inside a daemonic process, which may not have children
+            ours.close()
+            raise RuntimeError(
+                f"customer_isolation='process' could not start the customer's worker process ({describe(exc)}); "
+                "use customer_isolation='thread'"
+            ) from None
+        finally:
+            theirs.close()
+        self._process, self._conn = process, ours
+        self._finalizer = weakref.finalize(self, _stop, process, ours)
+
+    def ask(self, view: Any, deadline: float, seconds: float) -> Any:
+        """The customer's answer to ``view``, or a :class:`CustomerFailure` naming what it raised, saying that it
+        gave no answer before ``deadline`` (``time.monotonic()``; ``seconds``: the allowance, for the message) or
+        that its worker ended. The user's Ctrl-C while waiting kills the worker and propagates."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _late(seconds)
+        if self._process is None:
+            self._start()
+        answered = False
+        try:
+            self._conn.send(view)
+            answered = self._conn.poll(max(0.0, deadline - time.monotonic()))
+            reply = self._conn.recv() if answered else None
+        except (EOFError, OSError):  # the worker ended: os._exit(), a signal, a crash
+            raise self._ended() from None
+        except BaseException as exc:  # the user's Ctrl-C, a view or an answer that pickle refuses
+            self.close()
+            if isinstance(exc, Exception) and answered:  # the answer: the customer's failure
+                raise CustomerFailure(f"its answer could not be read back: {describe(exc)}") from None
+            raise
+        if reply is None:
+            self.close()
+            raise _late(seconds)
+        kind, value = reply
+        if kind == "error":
+            raise CustomerFailure(value)
+        return value
+
+    def _ended(self) -> CustomerFailure:
+        process, conn = self._process, self._conn
+        self._finalizer.detach()
+        self._process = self._conn = self._finalizer = None
+        _stop(process, conn, grace=1.0)  # its exit code, unless it hangs on after closing the pipe
+        return CustomerFailure(f"its worker process ended without an answer (exit code {process.exitcode})")
+
+    def close(self) -> None:
+        """Kill the worker, if any (the next :meth:`ask` starts another)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._process = self._conn = self._finalizer = None
 
 
 def action_content(action: Any, limit: int) -> str:
@@ -68,6 +248,7 @@ class Conversation:
         self._run_tool = run_tool
         self._schemas = schemas
         self._max_chars = max_chars
+        self._worker: CustomerProcess | None = None
 
     def start(self, ep: Episode) -> None:
         """The customer's conversation at the start: its instructions, then the service side's greeting."""
@@ -159,13 +340,10 @@ class Conversation:
                 "task": ep.task,
             }
             try:
-                if dialogue.policy is dialogue.expert:  # the env's own customer: a plain function
-                    action = dialogue.policy(view)
-                else:
-                    action = call_before(dialogue.policy, view, deadline, dialogue.customer_timeout_s)
-            except Exception as exc:  # a customer's failure ends the conversation, it never crashes the env
+                action = self._ask(view, deadline)
+            except CustomerFailure as exc:  # a customer's failure ends the conversation, it never crashes the env
                 ep.termination = "customer_error"
-                failure = {"role": "assistant", "content": clip(f"[the customer failed: {exc!r}]", 300)}
+                failure = {"role": "assistant", "content": clip(f"[the customer failed: {exc}]", 300)}
                 ep.log.append((self.customer, failure))
                 return
             self.customer_turn(ep, action, None)
@@ -174,3 +352,25 @@ class Conversation:
             if ep.errors >= dialogue.max_errors:
                 ep.termination = "too_many_errors"
                 return
+
+    def _ask(self, view: dict[str, Any], deadline: float) -> Any:
+        """The in-env customer's next turn, played as ``Dialogue.customer_isolation`` says (the env's own
+        customer, ``Dialogue.expert``, is a plain function called directly)."""
+        dialogue = self.dialogue
+        if dialogue.policy is dialogue.expert:
+            try:
+                return dialogue.policy(view)
+            except Exception as exc:  # noqa: BLE001 - the user's Ctrl-C still propagates
+                raise CustomerFailure(describe(exc)) from None
+        if dialogue.customer_isolation == "thread":
+            return call_before(dialogue.policy, view, deadline, dialogue.customer_timeout_s)
+        if self._worker is None or self._worker.customer is not dialogue.policy:
+            self.close()
+            self._worker = CustomerProcess(dialogue.policy)
+        return self._worker.ask(view, deadline, dialogue.customer_timeout_s)
+
+    def close(self) -> None:
+        """End the customer's worker process, if it has one (the env's ``close()`` calls it)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None

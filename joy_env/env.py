@@ -35,8 +35,11 @@ customer may call its own tools (a telecom customer's phone) between messages. T
 customer's message holds a stop signal (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``) or the
 service side's holds ``###STOP###``; running out of turns, 10 tool errors or a customer that fails are premature
 ends (R_A = 0). The customer is played inside the env (``Dialogue.policy``) or is an agent of the env
-(``"customer"`` in ``possible_agents``). :mod:`joy_env.dialogue` has the rules; ``infos[...]["episode"]["termination"]``
-says how an episode ended.
+(``"customer"`` in ``possible_agents``). A customer played inside runs under a deadline per turn
+(``Dialogue.customer_timeout_s``), in a worker thread or, with ``Dialogue.customer_isolation="process"``, in a
+worker process killed at the deadline (the one way to stop a customer stuck in a C call that keeps the GIL);
+whatever it raises, ``SystemExit`` included, is a customer failure. :mod:`joy_env.dialogue` has the rules;
+``infos[...]["episode"]["termination"]`` says how an episode ended.
 
 Action protocol
 ---------------
@@ -73,9 +76,10 @@ Arguments (``joy_env.make``)
 ``split`` (train | validation | test; disjoint entities), ``seed`` (data seed), ``max_cycles``
 (agent turns per episode, default 30), ``reward_config``, ``render_mode`` (None | human | ansi), and
 per env id: ``source``/``path``/``categories`` (GSM8K, BFCL and tau2-bench loaders), ``domain``/``protocol``/
-``path`` for ``joy/tau2-v0``. ``reset(seed=..., options=...)`` samples a task with the seed;
-``options={"task_index": i}`` or ``{"task_id": "math/test/3"}`` (``"tau2/airline/3"`` for tau2-bench tasks)
-picks one; an unknown option is an error.
+``customer``/``customer_isolation``/``customer_timeout_s``/``path`` for ``joy/tau2-v0``.
+``reset(seed=..., options=...)`` samples a task with the seed; ``options={"task_index": i}`` or
+``{"task_id": "math/test/3"}`` (``"tau2/airline/3"`` for tau2-bench tasks) picks one; an unknown option is an
+error.
 
 Seeds
 -----
@@ -405,9 +409,12 @@ class JoyEnv(AECEnv):
         return out
 
     def close(self) -> None:
-        """Release the databases; the env cannot be used afterwards (calling ``close`` again is fine)."""
+        """Release the databases (and an in-env customer's worker process); the env cannot be used afterwards
+        (calling ``close`` again is fine)."""
         for conn in self._dbs.values():
             conn.close()
+        if self._conversation is not None:
+            self._conversation.close()
         self._dbs = {}
         self._closed = True
 

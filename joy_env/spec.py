@@ -8,6 +8,7 @@ database images, the task source, the tools) and shared by every env made from i
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
@@ -16,11 +17,25 @@ from typing import Any
 
 from joy_env.core import SPLITS, Domain, TaskSource, Tool
 
-__all__ = ["Dialogue", "EnvSpec", "TaskFactory", "World"]
+__all__ = ["CUSTOMER_ISOLATIONS", "Dialogue", "EnvSpec", "TaskFactory", "World", "check_customer_run"]
+
+CUSTOMER_ISOLATIONS = ("thread", "process")
+"""Where an in-env customer runs (:attr:`Dialogue.customer_isolation`): a worker thread or a worker process."""
 
 TaskFactory = Callable[..., TaskSource]
 """``factory(seed, dbs, **source_kwargs) -> TaskSource`` where ``dbs`` maps an agent name to the
 pristine read-only connection of its domain's database."""
+
+
+def check_customer_run(isolation: Any, timeout_s: Any) -> None:
+    """A one-line ``ValueError`` unless ``isolation`` is one of :data:`CUSTOMER_ISOLATIONS` and ``timeout_s`` a
+    number of seconds > 0 (:class:`Dialogue`'s ``customer_isolation`` and ``customer_timeout_s``)."""
+    if isolation not in CUSTOMER_ISOLATIONS:
+        raise ValueError(
+            f"customer_isolation must be one of {', '.join(map(repr, CUSTOMER_ISOLATIONS))}, got {isolation!r}"
+        )
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise ValueError(f"customer_timeout_s must be a number of seconds > 0, got {timeout_s!r}")
 
 
 @dataclass(frozen=True)
@@ -43,8 +58,12 @@ class Dialogue:
             message; past it the conversation ends prematurely (a customer that never answers).
         customer_timeout_s: the seconds an in-env customer (a ``policy`` other than ``expert``) has for one turn,
             the re-asks after its malformed replies included; past them the conversation ends prematurely
-            (``customer_error``). The policy runs in a worker thread, so one that never returns does not block
-            ``step()`` (the thread is left behind).
+            (``customer_error``), as it does when the customer raises (``SystemExit`` included).
+        customer_isolation: where such a customer runs: ``"thread"`` (default), a worker thread of the env's
+            process, left behind at the deadline; it shares the process (its state is there to read) but cannot
+            be stopped inside a C call that keeps the GIL (a catastrophic regular expression), nor survive its
+            ``os._exit()``. ``"process"``: a worker process of the env's own, killed at the deadline, so the
+            deadline always holds; the customer's state stays in the worker (see :mod:`joy_env.dialogue`).
         expert: the customer's turn in expert episodes (``expert(view) -> str``, the same view as ``policy``),
             used by :func:`joy_env.expert.expert_action` when the customer is an agent of the env.
         service_expert: ``service_expert(task, turns_done) -> str``: the expert's turn for the agent holding the
@@ -64,6 +83,10 @@ class Dialogue:
     expert: Callable[[Mapping[str, Any]], str] | None = None
     service_expert: Callable[[Any, int], str] | None = None
     agent: str = "customer"
+    customer_isolation: str = "thread"
+
+    def __post_init__(self) -> None:
+        check_customer_run(self.customer_isolation, self.customer_timeout_s)
 
 
 @dataclass(frozen=True)

@@ -369,3 +369,19 @@ def test_memory_matches_counts_requests_near_a_train_request_and_those_about_ano
     assert set(figures) == {"0.6", "0.8", "0.9"} and json.loads(out.read_text())["figures"]["test"] == figures
     assert all(0 <= f["misleading"] <= f["matched"] <= f["tasks"] == 5 for f in figures.values())
     assert figures["0.6"]["matched"] >= figures["0.9"]["matched"]
+
+
+def test_customer_isolation_times_each_mode_on_a_telecom_view(tmp_path, monkeypatch):
+    from tau2_support import SKIP_DATA, have_data
+
+    if not have_data("telecom"):
+        pytest.skip(SKIP_DATA)
+    out = tmp_path / "customer.json"
+    monkeypatch.setattr("sys.argv", ["customer_isolation.py", "--turns", "5", "--out", str(out)])
+    _load("customer_isolation").main()
+    result = json.loads(out.read_text())
+    assert set(result["per_turn_ms"]) == {"direct", "thread", "process"}
+    assert result["view_bytes"] > 1000 and result["worker_start_ms"] > 0
+    assert result["ratio_process_to_thread"] == pytest.approx(
+        result["per_turn_ms"]["process"]["median"] / result["per_turn_ms"]["thread"]["median"]
+    )

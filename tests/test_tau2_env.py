@@ -60,7 +60,14 @@ def gold_calls(task: joy_env.Task) -> list[dict]:
 def test_tau2_v0_is_registered_beside_the_generated_ids():
     ids = joy_env.list_envs()
     assert ids[:5] == list(joy_env.builtin.ENV_IDS) and "joy/tau2-v0" in ids
-    assert joy_env.registry.get_spec("joy/tau2-v0").source_kwargs == ("domain", "protocol", "customer", "path")
+    assert joy_env.registry.get_spec("joy/tau2-v0").source_kwargs == (
+        "domain",
+        "protocol",
+        "customer",
+        "customer_isolation",
+        "customer_timeout_s",
+        "path",
+    )
 
 
 @pytest.mark.parametrize("domain_name", DOMAINS)

