@@ -83,6 +83,12 @@ class Sample:
     finish_reason: str
 
 
+LORA_R_MAX = 2**16
+"""The largest LoRA rank of a team (the ``sft`` trainer's ``lora_r`` bound)."""
+LORA_ALPHA_MAX = 10**6
+"""The largest LoRA alpha of a team (the ``sft`` trainer's ``lora_alpha`` bound)."""
+
+
 @dataclass
 class TeamConfig:
     """Which models the team uses: a shared base (``model``), per-role separate models, and the LoRA setup."""
@@ -140,12 +146,14 @@ class TeamConfig:
         for role, path in self.separate_models.items():
             if not isinstance(path, str) or not path:
                 raise ValueError(f"TeamConfig.separate_models[{role!r}] must be a model name or path, got {path!r}")
-        if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or self.lora_r < 1:
-            raise ValueError(f"TeamConfig.lora_r must be an int >= 1, got {self.lora_r!r}")
-        if not isinstance(self.lora_alpha, (int, float)) or self.lora_alpha <= 0:
-            raise ValueError(f"TeamConfig.lora_alpha must be > 0, got {self.lora_alpha!r}")
+        # bounded, not only typed: a team.json read back may hold an integer of 400 digits, which converts to no float
+        if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or not 1 <= self.lora_r <= LORA_R_MAX:
+            raise ValueError(f"TeamConfig.lora_r must be an int in [1, {LORA_R_MAX}], got {self.lora_r!r:.60}")
+        alpha = self.lora_alpha
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= LORA_ALPHA_MAX:
+            raise ValueError(f"TeamConfig.lora_alpha must be in (0, {LORA_ALPHA_MAX}], got {alpha!r:.60}")
         if not isinstance(self.lora_dropout, (int, float)) or not 0.0 <= self.lora_dropout < 1.0:
-            raise ValueError(f"TeamConfig.lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+            raise ValueError(f"TeamConfig.lora_dropout must be in [0, 1), got {self.lora_dropout!r:.60}")
         if isinstance(self.lora_target_modules, str):
             raise TypeError(
                 f"TeamConfig.lora_target_modules must be a tuple of module names, got the string "

@@ -155,14 +155,52 @@ class MemoryConfig:
     """``hash`` or ``st:<sentence-transformers model>``."""
 
     def __post_init__(self) -> None:
-        if self.z <= 0:
-            raise ValueError(f"z must be > 0, got {self.z!r}")
-        if self.top_n < 0 or self.capacity < 1:
-            raise ValueError(f"top_n must be >= 0 and capacity >= 1, got {self.top_n!r}, {self.capacity!r}")
-        if not -1.0 <= self.min_similarity <= 1.0:
-            raise ValueError(f"min_similarity must be in [-1, 1], got {self.min_similarity!r}")
-        if self.half_life <= 0:
-            raise ValueError(f"half_life must be > 0, got {self.half_life!r}")
+        if not isinstance(self.enabled, bool):
+            raise ValueError(f"enabled must be true or false, got {self.enabled!r:.60}")
+        if not isinstance(self.embedder, str):
+            raise ValueError(f"embedder must be 'hash' or 'st:<model>', got {self.embedder!r:.60}")
+        positive = f"a number in (0, {NUMBER_LIMIT:g}]"
+        numbers = {
+            "z": (self.z, positive),
+            "alpha": (self.alpha, f"a number in [-{NUMBER_LIMIT:g}, {NUMBER_LIMIT:g}]"),
+            "beta": (self.beta, f"a number in [-{NUMBER_LIMIT:g}, {NUMBER_LIMIT:g}]"),
+            "half_life": (self.half_life, positive),
+            "min_similarity": (self.min_similarity, "a number in [-1, 1]"),
+        }
+        if self.reuse_similarity is not None:
+            numbers["reuse_similarity"] = (self.reuse_similarity, "null or a number in [-1, 1]")
+        for name, (value, expected) in numbers.items():
+            low, high = (-1.0, 1.0) if "similarity" in name else (-NUMBER_LIMIT, NUMBER_LIMIT)
+            if not _number(value, low, high) or (expected == positive and value <= 0):
+                raise ValueError(f"{name} must be {expected}, got {_short(value)}")
+        for name, value, low, high in (
+            ("top_n", self.top_n, 0, ID_LIMIT),
+            ("capacity", self.capacity, 1, BANK_ENTRIES_MAX),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name} must be an int in [{low}, {high}], got {_short(value)}")
+
+
+NUMBER_LIMIT = 1e15
+"""The largest magnitude of a number of the memory settings."""
+ID_LIMIT = 2**53
+"""The largest id, turn, step or count a bank holds (exact as a float; far beyond any run)."""
+EMBEDDING_LIMIT = 1.0 + 1e-3
+"""The largest magnitude of an embedding's component: an embedder returns unit vectors (with rounding)."""
+
+
+def _number(value: Any, low: float, high: float) -> bool:
+    """Whether ``value`` is an int or float (not a bool), finite and in ``[low, high]`` (an int of any size is
+    compared exactly, never converted)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return (not isinstance(value, float) or math.isfinite(value)) and low <= value <= high
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` cut to 60 characters, for an error message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def _cos(a: Sequence[float], b: Sequence[float]) -> float:
@@ -291,24 +329,28 @@ _ENTRY_TYPES: dict[str, tuple[type, ...]] = {
 def check_bank_dict(data: Any, dim: int | None = None) -> dict[str, Any]:
     """``data`` as :meth:`MemoryBank.to_dict` writes it, or a one-line ``ValueError`` naming the first field that
     is not: ``role`` a string, ``next_id`` an int above every entry's id, ``stats`` counts, and at most
-    :data:`BANK_ENTRIES_MAX` ``entries``, each with exactly :class:`MemoryEntry`'s fields, of their types (numbers
-    finite, ids distinct), and an embedding of finite numbers, of length ``dim`` (when given, else the same for
-    every entry). Returns ``data``."""
+    :data:`BANK_ENTRIES_MAX` ``entries``, each with exactly :class:`MemoryEntry`'s fields, of their types (ids,
+    turns, times and counts ints in [0, :data:`ID_LIMIT`], rewards and margins finite, ids distinct), and an
+    embedding of numbers in [-:data:`EMBEDDING_LIMIT`, :data:`EMBEDDING_LIMIT`] (a unit vector's), of length
+    ``dim`` (when given, else the same for every entry). Every number is checked before any is converted (an
+    integer of 400 digits converts to no float). Returns ``data``."""
 
     def bad(where: str, value: Any, expected: str) -> ValueError:
-        return ValueError(f"memory bank: {where} must be {expected}, got {value!r:.60}")
+        big = isinstance(value, int) and value.bit_length() > 64  # its digits would fill the line
+        seen = f"an integer of {len(str(value))} digits" if big else _short(value)
+        return ValueError(f"memory bank: {where} must be {expected}, got {seen}")
 
     if not isinstance(data, dict):
         raise bad("the bank", data, "an object of role, next_id, stats and entries")
     role, next_id, stats, entries = (data.get(k) for k in ("role", "next_id", "stats", "entries"))
     if not isinstance(role, str) or not role:
         raise bad("role", role, "a role name")
-    if isinstance(next_id, bool) or not isinstance(next_id, int) or next_id < 0:
-        raise bad("next_id", next_id, "an int >= 0")
+    if isinstance(next_id, bool) or not isinstance(next_id, int) or not 0 <= next_id <= ID_LIMIT:
+        raise bad("next_id", next_id, f"an int in [0, {ID_LIMIT}]")
     if stats is not None and (
-        not isinstance(stats, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in stats.values())
+        not isinstance(stats, dict) or not all(_number(v, 0, ID_LIMIT) and isinstance(v, int) for v in stats.values())
     ):
-        raise bad("stats", stats, "an object of counts")
+        raise bad("stats", stats, f"an object of counts (ints in [0, {ID_LIMIT}])")
     if not isinstance(entries, list) or len(entries) > BANK_ENTRIES_MAX:
         raise bad("entries", type(entries).__name__, f"a list of at most {BANK_ENTRIES_MAX} entries")
     ids: set[int] = set()
@@ -319,19 +361,22 @@ def check_bank_dict(data: Any, dim: int | None = None) -> dict[str, Any]:
             value = e[name]
             if isinstance(value, bool) or not isinstance(value, types):
                 raise bad(f"entries[{i}].{name}", value, " or ".join(t.__name__ for t in types))
-            if isinstance(value, float) and not math.isfinite(value):
-                raise bad(f"entries[{i}].{name}", value, "a finite number")
+            if name in ("reward", "margin") and not _number(value, -NUMBER_LIMIT, NUMBER_LIMIT):
+                raise bad(f"entries[{i}].{name}", value, f"a finite number (at most {NUMBER_LIMIT:g} in magnitude)")
         if e["entry_id"] < 0 or e["entry_id"] >= next_id or e["entry_id"] in ids:
             raise bad(f"entries[{i}].entry_id", e["entry_id"], f"a distinct int in [0, next_id={next_id})")
         ids.add(e["entry_id"])
-        if e["turn"] < 0 or e["hits"] < 0:
-            raise bad(f"entries[{i}].turn and hits", (e["turn"], e["hits"]), "ints >= 0")
+        for name in ("turn", "time", "hits"):
+            if not 0 <= e[name] <= ID_LIMIT:
+                raise bad(f"entries[{i}].{name}", e[name], f"an int in [0, {ID_LIMIT}]")
         vector = e["embedding"]
         dim = len(vector) if dim is None else dim
-        if len(vector) != dim or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector
-        ):
-            raise bad(f"entries[{i}].embedding", vector, f"a list of {dim} finite numbers")
+        if len(vector) != dim or not all(_number(x, -EMBEDDING_LIMIT, EMBEDDING_LIMIT) for x in vector):
+            raise bad(
+                f"entries[{i}].embedding",
+                vector,
+                f"a list of {dim} finite numbers in [-{EMBEDDING_LIMIT:g}, {EMBEDDING_LIMIT:g}] (a unit vector's)",
+            )
     return data
 
 

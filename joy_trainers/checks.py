@@ -5,6 +5,7 @@ option, the value seen and the fix."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,9 +13,9 @@ from typing import Any
 
 import joy_env
 from joy_agents.models import SMOLLM2_ALIASES
-from joy_agents.tiny import TINY_MODELS
+from joy_agents.tiny import TINY_LLAMA, TINY_MODELS
 from joy_env.registry import COMMON_KWARGS, get_spec
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import UsageError, shown
 from joy_trainers.ranges import COUNT_MAX
 from joy_trainers.rundir import read_json
 
@@ -33,7 +34,7 @@ def env_kwargs_problem(env_id: str, env_kwargs: Any, option: str = "env_kwargs")
     ``seed``, ...). Values are checked by :func:`check_env_options`, which makes the env. An unregistered
     ``env_id`` is left to :func:`check_env_id`."""
     if not isinstance(env_kwargs, Mapping) or not all(isinstance(k, str) for k in env_kwargs):
-        return f'{option} must map option names to values, e.g. {{"source": "tau2"}}, got {env_kwargs!r}'
+        return f'{option} must map option names to values, e.g. {{"source": "tau2"}}, got {shown(env_kwargs)}'
     reserved = [k for k in env_kwargs if k in COMMON_KWARGS]
     if reserved:
         return (
@@ -46,7 +47,7 @@ def env_kwargs_problem(env_id: str, env_kwargs: Any, option: str = "env_kwargs")
     unknown = [k for k in env_kwargs if k not in valid]
     if unknown:
         takes = f"valid names: {', '.join(valid)}" if valid else "it takes none (leave env_kwargs empty)"
-        return f"{option} has unknown name(s) {unknown} for {env_id}; {takes}"
+        return f"{option} has unknown name(s) {shown(unknown)} for {env_id}; {takes}"
     return None
 
 
@@ -76,9 +77,9 @@ def check_env_options(
         try:
             envs[split] = joy_env.make(env_id, split=split, seed=seed, **env_kwargs)
         except (ImportError, OSError) as exc:  # e.g. source="tau2" without its data installed
-            raise UsageError(f"{option} {dict(env_kwargs)}: {exc}") from None
+            raise UsageError(f"{option} {shown(dict(env_kwargs), 200)}: {exc}") from None
         except (TypeError, ValueError) as exc:
-            what = f"{env_id} with {option} {dict(env_kwargs)}" if env_kwargs else env_id
+            what = f"{env_id} with {option} {shown(dict(env_kwargs), 200)}" if env_kwargs else env_id
             if "split must be one of" in str(exc):
                 raise UsageError(f"{name} {split!r}: {what} has no such split ({exc})") from None
             raise UsageError(f"{what}: {exc}") from None
@@ -144,7 +145,7 @@ def check_team_models(team: Path, run_dir: Path, option: str) -> None:
             raise UsageError(
                 f"{option}: {file} names the model {model!r}, which is neither a local path nor in the local Hugging "
                 "Face cache; a run directory never makes joy-train or joy-eval download a model: download it "
-                f'yourself (huggingface-cli download {model}) or edit "model" in {file}'
+                f'yourself (hf download {model}) or edit "model" in {file}'
             )
 
 
@@ -191,23 +192,79 @@ def check_team_roles(roles: tuple[str, ...], env: Any, env_id: str, env_kwargs: 
     )
 
 
-def check_model(model: str, option: str = "model") -> None:
-    """A ``model`` written as a local path (absolute, ``./``, ``../``, ``~`` or a ``.gguf`` file) must exist; a
-    Hugging Face name (``org/name``) and the embedded models are left to loading."""
-    if model in (*TINY_MODELS, *SMOLLM2_ALIASES):
+def check_model(model: str, option: str = "model", hub: bool = True) -> None:
+    """A ``model`` written as a local path (absolute, ``./``, ``../``, ``~`` or a ``.gguf`` file) must exist; with
+    ``hub``, a Hugging Face name (``org/name``) that is not in the local cache must be reachable
+    (:func:`hub_problem`: one request, no retries), so that a model that is neither here nor downloadable is one
+    line before any work, not a download error after it. The embedded models are always there."""
+    if model in (*TINY_MODELS, TINY_LLAMA, *SMOLLM2_ALIASES):
         return
     path_like = model.startswith(("/", "./", "../", "~")) or model.endswith(".gguf")
-    if path_like and not Path(model).expanduser().exists():
+    if path_like and not _exists(Path(model).expanduser()):
         raise UsageError(
-            f"{option}={model!r}: no such model (no file or directory at that path); pass an existing model "
+            f"{option}={shown(model)}: no such model (no file or directory at that path); pass an existing model "
             f"directory or .gguf file, a Hugging Face name, or one of {', '.join((*TINY_MODELS, *SMOLLM2_ALIASES))}"
         )
+    if hub and not path_like and not _exists(Path(model)) and not _in_hub_cache(model):
+        problem = hub_problem(model)
+        if problem:
+            fix = (
+                "pass the path of a local model directory, or a Hub name"
+                if problem == NOT_A_HUB_NAME
+                else f"download it on a machine with a network (hf download {model}) into this machine's cache, or "
+                "pass the path of a local model directory"
+            )
+            raise UsageError(
+                f"{option}={shown(model)} is neither a local directory nor in the local Hugging Face cache, and "
+                f"{problem}; {fix}"
+            )
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists (a name the filesystem cannot hold, too long or with a NUL, does not)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+NOT_A_HUB_NAME = "it is not a Hub model name (org/name)"
+"""What :func:`hub_problem` says of a name the Hub cannot hold."""
+
+
+def hub_problem(name: str) -> str | None:
+    """Why the Hugging Face model ``name`` cannot be downloaded from here, in words (None: its ``config.json`` is
+    there to download): offline mode, a name that is not a Hub name, no network, no such model, a gated one. One
+    request for the file's metadata, without the download's retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return "HF_HUB_OFFLINE is set, so nothing is downloaded"
+    try:
+        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+
+        if constants.is_offline_mode():
+            return "HF_HUB_OFFLINE is set, so nothing is downloaded"
+        url = hf_hub_url(name, "config.json")
+    except HFValidationError:
+        return NOT_A_HUB_NAME
+    except ImportError:  # no huggingface_hub: loading says so
+        return None
+    try:
+        get_hf_file_metadata(url, timeout=10)
+    except GatedRepoError:
+        return "it is a gated model: accept its terms on the Hub and log in (hf auth login)"
+    except RepositoryNotFoundError:
+        return "the Hub has no model of that name (or it is private: log in with hf auth login)"
+    except Exception as exc:  # noqa: BLE001 - no network, a proxy, a timeout: the Hub is not reachable
+        return f"the Hugging Face Hub is not reachable ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+    return None
 
 
 def check_sft_run(sft_run: str | None, model: str, data_seed: int = 0) -> None:
     """An RL run starts from ``sft_run``'s team, trained on the run's ``data_seed``, or from the automatic SFT
-    team for the tiny models and SmolLM2."""
-    check_model(model)
+    team for the tiny models and SmolLM2 (its model's path is checked; the team's own base is checked where it
+    is loaded)."""
+    check_model(model, hub=False)
     if sft_run:
         check_team_dir(Path(sft_run) / "team", "sft_run")
         trained = read_results(Path(sft_run)).get("seed")
@@ -430,12 +487,29 @@ def check_rl_sizes(cfg: Any, model: str | None) -> None:
     )
 
 
+DOMAIN_WEIGHT_MAX = 1e6
+"""The largest weight of one domain in ``domain_weights`` (a weight repeats that domain's candidates)."""
+
+
+def _number_in(value: Any, low: float, high: float) -> bool:
+    """Whether ``value`` is an int or float (not a bool) in ``[low, high]`` (a finite one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return (not isinstance(value, float) or math.isfinite(value)) and low <= value <= high
+
+
 def check_domain_weights(weights: Mapping[str, float], env: Any, sft_tasks: int, rl_fraction: float, seed: int) -> None:
     """``domain_weights`` against the domains of the SFT tasks of ``env`` (the candidates
     :func:`joy_agents.sft_data.build_sft_examples` draws from): every name one of them, and some weight > 0 on
     a domain there is. One line naming the value, the domains and the fix."""
     if not weights:
         return
+    bad = {d: w for d, w in weights.items() if not _number_in(w, 0, DOMAIN_WEIGHT_MAX)}
+    if bad:
+        raise UsageError(
+            f"domain_weights {shown(bad)}: each weight must be a number in [0, {int(DOMAIN_WEIGHT_MAX)}] (unlisted "
+            "domains weigh 1); e.g. --set domain_weights='{\"qa\": 2.0}'"
+        )
     from joy_agents.sft_data import split_train_tasks
 
     sft_indices, _ = split_train_tasks(env.num_tasks, rl_fraction, seed)
@@ -444,12 +518,12 @@ def check_domain_weights(weights: Mapping[str, float], env: Any, sft_tasks: int,
     unknown = sorted(set(weights) - set(domains))
     if unknown:
         raise UsageError(
-            f"domain_weights {dict(weights)} names unknown domain(s) {unknown}; the domains of the SFT tasks: "
-            f"{', '.join(domains)} (e.g. --set domain_weights='{{\"{domains[0]}\": 2.0}}')"
+            f"domain_weights {shown(dict(weights))} names unknown domain(s) {shown(unknown)}; the domains of the SFT "
+            f"tasks: {', '.join(domains)} (e.g. --set domain_weights='{{\"{domains[0]}\": 2.0}}')"
         )
     if all(float(weights.get(d, 1.0)) <= 0 for d in domains):
         raise UsageError(
-            f"domain_weights {dict(weights)} give every domain weight 0, which leaves no task to train on; give "
+            f"domain_weights {shown(dict(weights))} give every domain weight 0, which leaves no task to train on; give "
             f"at least one of {', '.join(domains)} a weight > 0 (unlisted domains weigh 1)"
         )
 

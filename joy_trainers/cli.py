@@ -50,12 +50,13 @@ from joy_trainers.checks import (
     read_results,
     team_roles,
 )
-from joy_trainers.errors import Terminated, UsageError
+from joy_trainers.errors import Terminated, UsageError, shown
 from joy_trainers.evaluation import evaluate_team
 from joy_trainers.generation import saved_settings
 from joy_trainers.joyagents_grpo import memory_config_of
-from joy_trainers.options import options_text, rename_old_options
+from joy_trainers.options import OPTION_DEPTH_MAX, OPTIONS_MAX_BYTES, options_problem, options_text, rename_old_options
 from joy_trainers.ranges import COUNT_MAX, SEED_MAX
+from joy_trainers.resume_config import CONFIG_MAX_BYTES
 from joy_trainers.rundir import disk_full, free_space, read_json, record_written, write_json_atomic
 
 
@@ -80,23 +81,50 @@ def load_trainer(name: str) -> type:
     return cls
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(key: str, text: str) -> Any:
+    """The value of ``--set key=text``: JSON when it parses, else the text; bounded before it is parsed (at most
+    :data:`~joy_trainers.options.OPTIONS_MAX_BYTES` characters) and after
+    (:func:`~joy_trainers.options.options_problem`), each failure one line quoting the start of the value."""
+    if len(text) > OPTIONS_MAX_BYTES:
+        raise UsageError(
+            f"--set {key}= is {len(text)} characters long, above the {OPTIONS_MAX_BYTES} an option may take; pass a "
+            "shorter value"
+        )
     try:
-        return json.loads(text)
-    except ValueError:
+        value = json.loads(text)
+    except RecursionError:
+        raise UsageError(
+            f"--set {key}={shown(text, 40)} nests lists and objects deeper than the {OPTION_DEPTH_MAX} levels an "
+            "option may; pass a flatter value"
+        ) from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # json reads no integer of more than 4,300 digits
+            raise UsageError(
+                f"--set {key}={shown(text, 40)} holds an integer of more than {sys.get_int_max_str_digits()} digits, "
+                "beyond any option's range; pass a number in range (joy-train --trainer NAME --list-options)"
+            ) from None
         return text
+    problem = options_problem({key: value})
+    if problem:
+        raise UsageError(f"--set {key}: {problem}")
+    return value
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``--set KEY=VALUE`` items as a dict; a value is JSON when it parses (numbers, true, null, lists, quoted
-    strings), else the text."""
+    strings), else the text. A value longer or deeper than an option may be is a UsageError."""
     values: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}; e.g. --set seed=1")
-        values[key.strip()] = _parse_value(raw)
+            raise UsageError(f"--set expects KEY=VALUE, got {shown(item)}; e.g. --set seed=1")
+        name = key.strip()
+        values[name] = _parse_value(name if len(name) <= 60 else name[:60] + "...", raw)
     return values
+
+
+CONFIG_FILE_MAX_BYTES = CONFIG_MAX_BYTES
+"""The largest ``--config`` file read (its options must fit :data:`~joy_trainers.options.OPTIONS_MAX_BYTES` too)."""
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -106,6 +134,12 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise UsageError(f"--config {path}: no such file; pass the path of a YAML file of option: value lines")
     if not file.is_file():
         raise UsageError(f"--config {path} is a directory, not a YAML file; pass the file's path")
+    size = file.stat().st_size
+    if size > CONFIG_FILE_MAX_BYTES:
+        raise UsageError(
+            f"--config {path} is {size} bytes, above the {CONFIG_FILE_MAX_BYTES} a config file may take; pass a file "
+            "of option: value lines"
+        )
     try:
         loaded = yaml.safe_load(file.read_text()) or {}
     except (OSError, UnicodeDecodeError) as exc:
@@ -115,8 +149,23 @@ def read_config_file(path: str) -> dict[str, Any]:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise UsageError(f"--config {path} is not valid YAML ({problem}{where}); fix the file") from None
+    except RecursionError:
+        raise UsageError(
+            f"--config {path} nests deeper than YAML can be read, above the {OPTION_DEPTH_MAX} levels an option may; "
+            "fix the file"
+        ) from None
+    except (ValueError, OverflowError) as exc:  # a value YAML's constructors refuse, e.g. an int of 5,000 digits
+        what = (
+            f"an integer of more than {sys.get_int_max_str_digits()} digits, beyond any option's range"
+            if "integer string conversion" in str(exc)
+            else f"a value that cannot be read ({' '.join(str(exc).split())[:120]})"
+        )
+        raise UsageError(f"--config {path} holds {what}; fix the file") from None
     if not isinstance(loaded, dict):
         raise UsageError(f"--config {path}: expected a mapping of option: value, got a {type(loaded).__name__}")
+    problem = options_problem({str(k): v for k, v in loaded.items()})
+    if problem:
+        raise UsageError(f"--config {path}: {problem}")
     return loaded
 
 
@@ -137,13 +186,15 @@ def build_config(trainer: type, preset: str | None, config_file: str | None, ove
     except UsageError:
         raise
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"invalid configuration: {exc}") from None
+        raise UsageError(f"invalid configuration: {' '.join(str(exc).split())}") from None
 
 
 def _integer(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer in ``[low, high]`` (argparse names it in its one-line error)."""
 
     def parse(text: str) -> int:
+        if len(text) > len(str(high)) + 8:  # a number of thousands of digits: named by its length, not quoted
+            raise argparse.ArgumentTypeError(f"a value of {len(text)} characters, not an integer in [{low}, {high}]")
         value = int(text)
         if not low <= value <= high:
             raise ValueError(text)
@@ -160,6 +211,8 @@ ENV_KWARGS_MAX = 65536
 
 
 def _temperature(text: str) -> float:
+    if len(text) > 40:
+        raise argparse.ArgumentTypeError(f"a value of {len(text)} characters, not a {_temperature.__name__}")
     value = float(text)
     if not math.isfinite(value) or not 0 <= value <= TEMPERATURE_LIMIT:
         raise ValueError(text)
@@ -170,15 +223,61 @@ _temperature.__name__ = f"number in [0, {TEMPERATURE_LIMIT:g}] (0: greedy)"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``PROG: error: ...``, exit status 2) like the rest of the CLI."""
+    """argparse with one-line errors (``PROG: error: ...``, exit status 2) like the rest of the CLI; under a
+    launcher, printed by the first process only (every process reads the same command line)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        _fail(self.prog, f"{message}; see {self.prog} --help")
+        _fail(self.prog, f"{one_line(message)}; see {self.prog} --help", quiet=launched_rank() > 0)
 
 
-def _fail(prog: str, message: str) -> None:
-    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
-    raise SystemExit(2)
+class _CommandLineError(UsageError):
+    """A mistake in the command line (an option, a value, a config file): the same on every process, so under
+    a launcher the first process alone prints it."""
+
+
+def launched_rank() -> int:
+    """This process's rank under ``accelerate launch`` or ``torchrun`` (their ``RANK``, with a ``WORLD_SIZE`` above
+    1), before any process group is joined; 0 for a process started alone."""
+    try:
+        return int(os.environ.get("RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else 0
+    except ValueError:
+        return 0
+
+
+MESSAGE_MAX_CHARS = 1000
+"""The longest error line printed: a longer message keeps its start and its end (the fix)."""
+
+
+def one_line(message: str) -> str:
+    """``message`` as one line of at most :data:`MESSAGE_MAX_CHARS` characters: whitespace collapsed, any word
+    over 400 characters (a value quoted whole, not a path) cut to its first 300, and the middle of a longer line
+    left out."""
+    words = [w if len(w) <= 400 else w[:300] + "..." for w in message.split()]
+    text = " ".join(words)
+    if len(text) <= MESSAGE_MAX_CHARS:
+        return text
+    return text[: MESSAGE_MAX_CHARS - 300] + " ... " + text[-295:]
+
+
+def _fail(prog: str, message: str, code: int = 2, quiet: bool = False) -> None:
+    """Print ``PROG: error: message`` as one line (unless ``quiet``: another process prints it) and exit."""
+    if not quiet:
+        print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _hub_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is a Hugging Face Hub download that failed: no
+    network, no such model, offline mode, a gated model."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        module = type(current).__module__ or ""
+        if module.startswith(("huggingface_hub", "httpx", "requests", "urllib3")) or "huggingface.co" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _run(prog: str, main: Callable[[], None]) -> None:
@@ -186,25 +285,34 @@ def _run(prog: str, main: Callable[[], None]) -> None:
     try:
         main()
     except UsageError as exc:
-        _fail(prog, str(exc))
+        _fail(prog, str(exc), quiet=isinstance(exc, _CommandLineError) and launched_rank() > 0)
     except VLLMEngineError as exc:  # vLLM did not start or died: its cause in one line (its own log above)
-        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        raise SystemExit(1) from None
+        _fail(prog, str(exc), code=1)
     except OSError as exc:  # a write or read the run's own checks could not name (a full disk in a library's writer)
+        reason = " ".join(str(exc.strerror or exc).split())
+        if not disk_full(exc) and _hub_error(exc):  # a model loaded by name: not in the local cache, nor reachable
+            _fail(
+                prog,
+                f"a model is neither in the local Hugging Face cache nor reachable ({reason[:300]}); "
+                "download it on a machine with a network (hf download NAME) into this machine's cache, or "
+                "pass the path of a local model directory",
+                code=1,
+            )
         where = f" at {exc.filename}" if exc.filename else ""
-        free = f" ({free_space(Path(exc.filename))} there)" if exc.filename and disk_full(exc) else ""
-        print(f"{prog}: error: {exc.strerror or exc}{where}{free}; fix it (free space) and run again", file=sys.stderr)
-        raise SystemExit(1) from None
+        if disk_full(exc):
+            free = f" ({free_space(Path(exc.filename))} there)" if exc.filename else ""
+            _fail(prog, f"{reason}{where}{free}; free space and run again", code=1)
+        _fail(prog, f"{reason}{where}; fix it and run again", code=1)
     except Exception as exc:
         if not disk_full(exc):  # a library's writer that says so in its own words (safetensors, torch.save)
             raise
         said = " ".join(str(exc).split())[:200]
-        print(
-            f"{prog}: error: no space left on device ({said}); free space and run again, with --resume to continue a "
-            "run from its last checkpoint",
-            file=sys.stderr,
+        _fail(
+            prog,
+            f"no space left on device ({said}); free space and run again, with --resume to continue a run from its "
+            "last checkpoint",
+            code=1,
         )
-        raise SystemExit(1) from None
     except Terminated as exc:  # SIGTERM, as Ctrl-C: one line, the shell's status for SIGTERM
         print(f"{prog}: terminated{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         raise SystemExit(143) from None
@@ -247,12 +355,31 @@ def train_main(argv: list[str] | None = None) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
+    try:
+        trainer_cls, config = _command_line_config(args)
+    except UsageError as exc:  # the same on every process
+        raise _CommandLineError(str(exc)) from None
+    if config is None:  # --list-options
+        return
+    trainer = trainer_cls(config)
+    results = trainer.train()
+    if not results:  # not the main process
+        return
+    run_dir = trainer.run.path
+    print(
+        json.dumps({k: results[k] for k in ("trainer", "env_id", "split", "wall_s", "metrics")}, indent=2, default=str)
+    )
+    print(f"run directory: {run_dir}")
+
+
+def _command_line_config(args: argparse.Namespace) -> tuple[type, Any]:
+    """The trainer class and the config the command line asks for (None after printing ``--list-options``)."""
     trainer_cls = load_trainer(args.trainer)
     if args.list_options:
         print(f"options of {args.trainer} ({trainer_cls.config_class.__name__}); set them with --set NAME=VALUE,")
         print(f"a YAML --config file or a --preset ({', '.join(getattr(trainer_cls, 'presets', {})) or 'none'}):\n")
         print(options_text(trainer_cls.config_class), end="")
-        return
+        return trainer_cls, None
     fields = {f.name for f in dataclasses.fields(trainer_cls.config_class)}
     overrides = list(args.set)
     if args.resume:
@@ -269,16 +396,7 @@ def _train(args: argparse.Namespace) -> None:
         overrides.append(f"output_dir={json.dumps(args.output_dir)}")
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
-    config = build_config(trainer_cls, args.preset, args.config, overrides)
-    trainer = trainer_cls(config)
-    results = trainer.train()
-    if not results:  # not the main process
-        return
-    run_dir = trainer.run.path
-    print(
-        json.dumps({k: results[k] for k in ("trainer", "env_id", "split", "wall_s", "metrics")}, indent=2, default=str)
-    )
-    print(f"run directory: {run_dir}")
+    return trainer_cls, build_config(trainer_cls, args.preset, args.config, overrides)
 
 
 MEMORY_MAX_BYTES = 256 * 2**20
@@ -361,9 +479,13 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
         value = json.loads(text)
     except (ValueError, RecursionError) as exc:
         example = '{"source": "tau2"}'
-        raise UsageError(f"{option} {text!r} is not valid JSON ({exc}); e.g. {option} '{example}'") from None
+        why = "nested too deep" if isinstance(exc, RecursionError) else " ".join(str(exc).split())[:120]
+        raise UsageError(f"{option} {shown(text)} is not valid JSON ({why}); e.g. {option} '{example}'") from None
     if not isinstance(value, dict):
-        raise UsageError(f"{option} must be a JSON object of option: value, got {text!r}")
+        raise UsageError(f"{option} must be a JSON object of option: value, got {shown(text)}")
+    problem = options_problem({option: value})
+    if problem:
+        raise UsageError(problem)
     return value
 
 

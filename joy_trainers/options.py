@@ -13,14 +13,26 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import json
 import textwrap
 import types
 import typing
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from joy_trainers.errors import UsageError
+from joy_trainers.errors import UsageError, shown
+from joy_trainers.resume_config import CONFIG_MAX_BYTES
+from joy_trainers.rundir import JSON_DEPTH_MAX
+
+OPTIONS_MAX_BYTES = CONFIG_MAX_BYTES // 2
+"""The most bytes the options of a run may take as its ``config.json`` holds them (indented JSON): half of what
+``--resume`` reads back (:data:`~joy_trainers.resume_config.CONFIG_MAX_BYTES`), and far below what ``joy-eval``
+reads of ``results.json``, so that a run's own tools never refuse its files. Also the longest ``--set`` value."""
+OPTION_DEPTH_MAX = JSON_DEPTH_MAX - 2
+"""The deepest nesting of lists and objects in one option's value: ``results.json`` holds it two levels down (in
+its ``config``), and a run's file read back nests at most :data:`~joy_trainers.rundir.JSON_DEPTH_MAX` deep."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +180,7 @@ def check_values(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(values) - valid)
     if unknown:
         raise UsageError(
-            f"unknown {cls.__name__} option(s) {unknown}; valid: {', '.join(sorted(valid))} "
+            f"unknown {cls.__name__} option(s) {shown(unknown, 200)}; valid: {', '.join(sorted(valid))} "
             "(joy-train --trainer NAME --list-options describes them)"
         )
     hints = typing.get_type_hints(cls)
@@ -184,7 +196,7 @@ def check_values(cls: type, values: dict[str, Any]) -> dict[str, Any]:
             default = defaults[name]
             example = format_default(default) if default is not None and default is not dataclasses.MISSING else "..."
             raise UsageError(
-                f"option {name} expects {_describe(hints[name])}, got {value!r}; write it like its default: "
+                f"option {name} expects {_describe(hints[name])}, got {shown(value)}; write it like its default: "
                 f"--set {name}={example}"
             )
     return checked
@@ -214,3 +226,53 @@ def config_from_dict(cls: type, values: dict[str, Any]) -> Any:
     """``cls(**values)`` after :func:`rename_old_options` and :func:`check_values`; the dataclass's own
     ``__post_init__`` checks ranges."""
     return cls(**check_values(cls, rename_old_options(cls, values)))
+
+
+def _extent(value: Any, budget: int) -> tuple[int, int]:
+    """``(depth, size)`` of ``value``: how deeply it nests lists and objects (tuples count as lists; 0 for a
+    scalar) and a lower bound of its bytes as indented JSON, walked without recursion and given up once the size
+    passes ``budget`` (a value that shares its parts, as a YAML file's aliases do, is counted as written out)."""
+    deepest, size, stack = 0, 0, [(value, 1)]
+    while stack and size <= budget:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, level)
+            size += 2
+            for key, child in item.items():
+                size += 2 * level + len(str(key)) + 5  # the newline, the indent, the quoted key and ': '
+                stack.append((child, level + 1))
+        elif isinstance(item, (list, tuple)):
+            deepest = max(deepest, level)
+            size += 2
+            for child in item:
+                size += 2 * level + 1
+                stack.append((child, level + 1))
+        else:
+            size += len(item) + 2 if isinstance(item, str) else 1
+    return deepest, size
+
+
+def options_problem(values: Mapping[str, Any]) -> str | None:
+    """Why ``values`` (option name -> value) cannot be the options of a run, or None: an option whose value
+    nests lists and objects deeper than :data:`OPTION_DEPTH_MAX`, or options that take more than
+    :data:`OPTIONS_MAX_BYTES` as the run's ``config.json`` holds them (the largest one is named). Checked
+    without recursion before anything serialises the values."""
+    sizes: dict[str, int] = {}
+    for name, value in values.items():
+        depth, size = _extent(value, OPTIONS_MAX_BYTES)
+        if depth > OPTION_DEPTH_MAX:
+            return (
+                f"option {name} nests lists and objects {depth} levels deep, above the {OPTION_DEPTH_MAX} a run's "
+                f"files hold; pass a flatter value"
+            )
+        sizes[name] = size
+    if sum(sizes.values()) <= OPTIONS_MAX_BYTES:
+        text = json.dumps(dict(values), indent=2, default=str)  # as config.json holds them
+        if len(text) <= OPTIONS_MAX_BYTES:
+            return None
+        sizes = {name: len(json.dumps(value, indent=2, default=str)) for name, value in values.items()}
+    largest = max(sizes, key=sizes.__getitem__)
+    return (
+        f"option {largest} takes at least {sizes[largest]} bytes as the run's config.json holds it; the options of a "
+        f"run take at most {OPTIONS_MAX_BYTES} (what --resume and joy-eval read back): pass a shorter value"
+    )

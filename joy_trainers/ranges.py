@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from joy_trainers.errors import shown
+
 
 @dataclass(frozen=True)
 class Range:
@@ -92,7 +94,7 @@ def check_ranges(config: Any, ranges: dict[str, Range] | None = None) -> None:
             default = defaults.get(name)
             example = _num(default) if valid.accepts(default) and default is not None else valid.example()
             raise ValueError(
-                f"option {name}={value!r} is out of range: valid values are {valid.describe()} "
+                f"option {name}={shown(value)} is out of range: valid values are {valid.describe()} "
                 f"(e.g. --set {name}={example})"
             )
 

@@ -11,8 +11,9 @@ import joy_env
 from joy_agents.sampling.base import check_engine
 from joy_agents.sampling.settings import GenerationSettings, VLLMConfig
 from joy_trainers.checks import env_kwargs_problem
+from joy_trainers.errors import shown
 from joy_trainers.generation import run_settings
-from joy_trainers.options import config_from_dict
+from joy_trainers.options import config_from_dict, options_problem
 from joy_trainers.ranges import Range, check_ranges, count, positive_int, seed_range, tokens
 
 
@@ -76,9 +77,12 @@ class RunConfig:
     """Old option names still read (for one release) by :meth:`from_dict`, with their new names."""
 
     def __post_init__(self) -> None:
+        problem = options_problem(vars(self))  # depth and size first: the checks below quote the values
+        if problem:
+            raise ValueError(problem)
         check_ranges(self)
         if self.eval_split not in joy_env.SPLITS:
-            raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {self.eval_split!r}")
+            raise ValueError(f"eval_split must be one of {joy_env.SPLITS}, got {shown(self.eval_split)}")
         problem = env_kwargs_problem(self.env_id, self.env_kwargs)
         if problem:
             raise ValueError(problem)

@@ -11,7 +11,7 @@ The first stage of the JoyAgents-R1 pipeline. Reads top to bottom:
 3. optional full fine-tuning of the shared base on all roles' examples (``base_epochs``): a randomly
    initialised tiny model must first learn the language of the environment; a pretrained model skips it;
 4. one LoRA adapter per role on the shared base, each trained on its role's examples with TRL's
-   ``SFTTrainer`` (assistant-only loss; Accelerate underneath);
+   ``SFTTrainer`` (assistant-only loss; Accelerate underneath; TRL's side is :mod:`joy_trainers.sft_trl`);
 5. evaluation of the team on ``eval_split`` before and after, ``results.json``, ``results.md`` and a
    loss / accuracy plot in the run directory.
 
@@ -24,18 +24,15 @@ Paper settings for Qwen2.5-3B: lr 5e-6, 5 epochs (see ``examples/configs/sft_qwe
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
-import math
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from tqdm.auto import tqdm
 
 import joy_env
 from joy_agents.models import resolve_model_path
@@ -58,12 +55,14 @@ from joy_agents.tiny import (
     env_fingerprint,
     tiny_base_dir,
 )
+from joy_trainers import sft_trl
 from joy_trainers.base import BaseTrainer, Trained
 from joy_trainers.checks import check_domain_weights, check_env_options, check_model, check_sft_sizes
 from joy_trainers.distributed import is_main, on_main, say, world
 from joy_trainers.errors import UsageError
 from joy_trainers.generation import run_settings, sft_prompt_tokens
 from joy_trainers.presets import SFT_PRESETS
+from joy_trainers.random_states import rng_state
 from joy_trainers.ranges import COUNT_MAX, Range, count, epochs, learning_rate, positive_int, share, tokens
 from joy_trainers.resume_config import check_resume_config, write_config
 from joy_trainers.run_config import RunConfig
@@ -81,11 +80,13 @@ from joy_trainers.sft_checkpoints import (
     SFTProgress,
     keep_metrics,
     read_progress,
+    recover,
+    save_base,
     save_team_checkpoint,
     stage_checkpoint,
     team_checkpoint,
 )
-from joy_trainers.sft_loss import completion_loss, prefix_sharing_supported
+from joy_trainers.sft_loss import completion_loss, prefix_sharing_supported  # noqa: F401 - completion_loss: re-exported
 from joy_trainers.sft_plot import write_logs
 
 LOSSES = ("completion", "conversation", "all")
@@ -304,132 +305,9 @@ def _dataset(
     return Dataset.from_list([rows[i] for i in order]), None
 
 
-def _sft_trainer_class() -> type:
-    """TRL's ``SFTTrainer`` with the completion-only loss above and left-padded batches."""
-    import trl  # imported here: TRL is only needed to train, and it costs import time
-
-    class CompletionSFTTrainer(trl.SFTTrainer):
-        batches: list[list[int]] | None = None
-        """Fixed batches (index lists into the train dataset, e.g. sized by tokens), or None: TRL's own loader."""
-
-        def get_train_dataloader(self):  # noqa: D102
-            if self.batches is None:
-                return super().get_train_dataloader()
-            from torch.utils.data import DataLoader
-
-            loader = DataLoader(self.train_dataset, batch_sampler=self.batches, collate_fn=self.data_collator)
-            return self.accelerator.prepare(loader)
-
-        def _load_from_checkpoint(self, resume_from_checkpoint, model=None):  # noqa: D102
-            from peft import PeftModel
-
-            model = model if model is not None else self.model
-            if not isinstance(model, PeftModel):
-                return super()._load_from_checkpoint(resume_from_checkpoint, model)
-            # the team's adapters are named after the roles, so a checkpoint holds each in its own folder
-            from peft import set_peft_model_state_dict
-            from safetensors.torch import load_file
-
-            role = model.active_adapter
-            path = Path(resume_from_checkpoint) / role / "adapter_model.safetensors"
-            set_peft_model_state_dict(model, load_file(str(path)), adapter_name=role)
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: D102
-            if num_items_in_batch is not None:
-                self.loss_is_scaled_for_ga = True
-                num_items_in_batch = num_items_in_batch.to(inputs["input_ids"].device)
-            loss = completion_loss(model, inputs, num_items_in_batch)
-            return (loss, None) if return_outputs else loss
-
-    return CompletionSFTTrainer
-
-
-def _trl_args(cfg: SFTConfig, out: Path, lr: float) -> Any:
-    import trl
-
-    return trl.SFTConfig(
-        output_dir=str(out),
-        num_train_epochs=1,  # the dataset already holds `epochs` passes in bucketed order
-        learning_rate=lr,
-        per_device_train_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.grad_accum,
-        lr_scheduler_type="cosine",
-        warmup_steps=cfg.warmup_ratio,  # a float < 1 is a share of the steps
-        adam_beta2=0.95,
-        max_grad_norm=1.0,
-        **{_checkpointing_argument(): cfg.activation_checkpointing},
-        train_sampling_strategy="sequential",  # keep the order of bucketed_order
-        # a log row covers the steps since the last one: checkpoints at log boundaries keep a resumed run's rows
-        logging_steps=math.gcd(5, cfg.checkpoint_steps) if cfg.checkpoint_steps else 5,
-        save_strategy="steps" if cfg.checkpoint_steps else "no",  # checkpoints inside a stage (--resume)
-        save_steps=cfg.checkpoint_steps or 500,
-        save_total_limit=1,
-        report_to=[],
-        seed=cfg.seed,
-        max_length=cfg.max_length,
-        bf16=cfg.dtype == "bfloat16",
-        fp16=cfg.dtype == "float16",
-        use_cpu=not _has_accelerator(),
-        dataloader_num_workers=0,
-        disable_tqdm=True,  # our own progress bar and metrics.jsonl instead of TRL's per-step dict lines
-        remove_unused_columns=False,
-    )
-
-
-@functools.cache
-def _checkpointing_argument() -> str:
-    """The training-arguments field that switches activation checkpointing: ``activation_checkpointing`` in the
-    transformers versions that renamed it, ``gradient_checkpointing`` before (e.g. 5.17). TRL's own default is
-    on, so the option must always reach it under the name the installed version knows."""
-    import dataclasses
-
-    import trl
-
-    names = {f.name for f in dataclasses.fields(trl.SFTConfig)}
-    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
-
-
 def auto_dtype() -> str:
     """``bfloat16`` on a CUDA GPU that supports it, else ``float32`` (``dtype="auto"``)."""
     return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
-
-
-def _has_accelerator() -> bool:
-    return torch.cuda.is_available()
-
-
-def _progress_callback(stage: str, epochs: float, metrics: Path) -> Any:
-    """A TRL callback showing one progress bar for ``stage`` and appending each log of TRL (loss, learning
-    rate, gradient norm) to ``metrics`` as one JSON line, with the epoch counted over the stage's ``epochs``
-    passes (TRL sees the passes as one epoch of a longer dataset)."""
-    from transformers import TrainerCallback  # imported here with TRL
-
-    class Progress(TrainerCallback):
-        def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102
-            # one bar and one metrics.jsonl row per log, from the main process
-            self.bar = tqdm(total=state.max_steps, desc=f"sft {stage}", unit="step", disable=not is_main())
-
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: D102
-            self.bar.update(1)
-            if state.global_step >= state.max_steps:  # the stage's end is a stage boundary: no TRL checkpoint
-                control.should_save = False
-
-        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
-            if not is_main():
-                return
-            logs = dict(logs or {})
-            if "epoch" in logs:
-                logs["epoch"] = round(float(logs["epoch"]) * epochs, 4)
-            row = {"stage": stage, "step": state.global_step, **{k: v for k, v in logs.items() if k != "total_flos"}}
-            with open(metrics, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row, default=float) + "\n")
-            if "loss" in logs:
-                self.bar.set_postfix(loss=f"{logs['loss']:.3f}", epoch=f"{logs.get('epoch', 0):.2f}", refresh=False)
-
-        def on_train_end(self, args, state, control, **kwargs):  # noqa: D102
-            self.bar.close()
-
-    return Progress()
 
 
 class SFTTrainer(BaseTrainer):
@@ -491,9 +369,13 @@ class SFTTrainer(BaseTrainer):
         (:meth:`base_stage`) and each role's adapter (:meth:`adapter_stages`)."""
         cfg = self.config
         frozen, base = self.expert_data()
+        if cfg.resume:  # damaged checkpoints kept aside, and the run falls back past them (one line each)
+            for line in on_main(lambda: recover(self.run.path)):
+                say(f"[sft] --resume: {line}")
         progress = read_progress(self.run.path) if cfg.resume else SFTProgress()
         if progress.done:
             say(f"[sft] --resume: finished before: {', '.join(progress.done)}")
+        progress.resume_rng()  # the random states the finished stages left: the next draws what it would have
         if is_main():
             keep_metrics(self.run.path, progress.done, self.run.path / "work")
         self.baseline_stage(progress, base)
@@ -606,9 +488,7 @@ class SFTTrainer(BaseTrainer):
             trainer = self._fit("base", model, everything, self.collate, cfg.base_lr, cfg.base_epochs, False)
             progress.logs["base"] = list(trainer.state.log_history)
             progress.steps += trainer.state.global_step
-            if is_main():
-                model.save_pretrained(str(self.run.path / "base"))
-                self.tokenizer.save_pretrained(str(self.run.path / "base"))
+            on_main(lambda: save_base(model, self.tokenizer, self.run.path / "base"))  # recorded as the run's
             self._finish_stage(progress, "base")
             del trainer, model
         return str(self.run.path / "base")
@@ -649,13 +529,14 @@ class SFTTrainer(BaseTrainer):
         """Record a finished stage (with the team as it stands after it, if given) on the main process; every
         process waits for it."""
 
+        progress.rng[stage] = rng_state()  # what the next stage draws from, also in a resumed run (run_training)
+
         def write() -> None:
             if team is not None:
                 save_team_checkpoint(team, self.run.path, progress, stage)
             else:
                 progress.finish(stage, self.run.path)
             shutil.rmtree(self.run.path / "work" / stage, ignore_errors=True)  # its TRL checkpoints
-            self.run.record()  # what --overwrite may remove
 
         on_main(write)  # a failure (a full disk) is every process's one line
 
@@ -670,9 +551,9 @@ class SFTTrainer(BaseTrainer):
         datasets.disable_progress_bars()  # TRL's dataset preparation bars: one bar per stage is ours
         dataset, batches = _dataset(rows, cfg.batch_size * cfg.grad_accum, epochs, cfg.seed, grouped, cfg.batch_tokens)
         try:
-            trainer = _sft_trainer_class()(
+            trainer = sft_trl.trainer_class()(
                 model=model,
-                args=_trl_args(cfg, self.run.path / "work" / stage, lr),
+                args=sft_trl.trl_args(cfg, self.run.path / "work" / stage, lr),
                 train_dataset=dataset,
                 processing_class=self.tokenizer,
                 data_collator=collate,
@@ -682,7 +563,7 @@ class SFTTrainer(BaseTrainer):
                 datasets.enable_progress_bars()
         trainer.batches = batches
         trainer.remove_callback(PrinterCallback)
-        trainer.add_callback(_progress_callback(stage, epochs, self.run.path / "metrics.jsonl"))
+        trainer.add_callback(sft_trl.progress_callback(stage, epochs, self.run.path / "metrics.jsonl"))
         resume = stage_checkpoint(self.run.path / "work" / stage) if cfg.resume else None
         if resume is not None:
             say(f"[sft] --resume: {stage} continues from {resume}")
@@ -707,7 +588,7 @@ class SFTTrainer(BaseTrainer):
             lora_r=cfg.lora_r,
             lora_alpha=cfg.lora_alpha,
             dtype=cfg.dtype,
-            device="cuda" if _has_accelerator() else "cpu",
+            device="cuda" if sft_trl.has_accelerator() else "cpu",
             prompt_style=cfg.prompt_style,
         )
 

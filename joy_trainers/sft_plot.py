@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from joy_trainers.rundir import write_json_atomic, writing
+from joy_trainers.rundir import write_json_atomic, writing, wrote
 
 __all__ = ["plot_run", "write_logs"]
 
@@ -17,6 +17,7 @@ def write_logs(run_dir: Path, results: dict[str, Any], logs: dict[str, list[dict
     write_json_atomic(run_dir / "logs.json", logs, "the SFT stages' logs")
     with writing(run_dir / "training.png", "the training plot", cleanup=[run_dir / "training.png"]):
         plot_run(run_dir / "training.png", results, logs)
+    wrote(run_dir / "training.png")  # what --overwrite may remove
 
 
 def plot_run(path: Path, results: dict[str, Any], logs: dict[str, list[dict[str, Any]]]) -> None:

@@ -65,7 +65,7 @@ def assert_one_writer(done: subprocess.CompletedProcess, out: Path, eval_tasks: 
     for key in ("metrics", "baseline_metrics"):
         assert results[key]["tasks_per_process"] == split, key
         assert results[key]["episodes"] == eval_tasks
-    assert not list(out.glob(".*.tmp-*"))
+    assert not list(out.glob(".joy-tmp-*"))
     return results
 
 

@@ -433,7 +433,7 @@ def test_checkpoint_round_trip_restores_weights_optimiser_and_rng(sft_run, tmp_p
     for a, b in zip(weights, other.trainable_parameters("math"), strict=True):
         assert torch.equal(a, b)
     assert other_opts["math"].state_dict()["state"].keys() == opts["math"].state_dict()["state"].keys()
-    assert not list((tmp_path / "ck").glob(".tmp-*"))
+    assert not list((tmp_path / "ck").glob(".joy-tmp-*"))
 
 
 def test_checkpoints_keep_only_the_latest_ones(sft_run, tmp_path):

@@ -208,7 +208,7 @@ def test_a_full_disk_at_the_start_is_one_line_leaves_nothing_and_the_run_goes_ah
     with pytest.raises(WriteError, match=expected) as refused:
         _run_with_base(tiny_dir, tmp_path, monkeypatch, out)
     assert len(calls) > 3 and "\n" not in str(refused.value)
-    assert not out.exists()  # no .start_team.tmp-*, no partial base/, no config.json, no .lock
+    assert not out.exists()  # no .joy-tmp-*, no partial base/, no config.json, no .lock
     monkeypatch.setattr(start.shutil, "copy2", copy)
     _run_with_base(tiny_dir, tmp_path, monkeypatch, out)
     assert logged_steps(out) == [1, 2, 3, 4, 5, 6]
@@ -223,7 +223,7 @@ def test_a_full_disk_at_a_checkpoint_or_the_results_is_one_line_and_resume_conti
     save = checkpoints.save_tensors
 
     def fills_up(obj, path):
-        if path.parent.name.startswith(".tmp-step-4"):
+        if path.parent.name.startswith(".joy-tmp-") and path.parent.name.endswith("-step-4"):
             _no_space()
         return save(obj, path)
 
@@ -235,7 +235,7 @@ def test_a_full_disk_at_a_checkpoint_or_the_results_is_one_line_and_resume_conti
     monkeypatch.setattr(loop, "plot_rewards", _no_space)  # the disk fills again at the very end
     with pytest.raises(WriteError, match=r"cannot write the reward curve at .*reward_curve.png"):
         QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
-    assert not list(out.glob(".*.tmp-*")) and not (out / "reward_curve.png").exists()
+    assert not list(out.glob(".joy-tmp-*")) and not (out / "reward_curve.png").exists()
     monkeypatch.undo()
     results = QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out, resume=True))).train()
     assert results["steps"] == 6 and logged_steps(out) == [1, 2, 3, 4, 5, 6]

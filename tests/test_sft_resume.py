@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from joy_agents.policy import TeamPolicy
-from joy_trainers import sft
+from joy_trainers import sft_trl
 from joy_trainers.errors import UsageError
 from joy_trainers.sft import SFTConfig, SFTTrainer
 
@@ -64,7 +64,7 @@ def whole_run(tiny_dir, tmp_path_factory):
 
 def interrupt_at(monkeypatch, stage: str, step: int) -> None:
     """Ctrl-C in ``stage`` once its optimiser step ``step`` has run (before that step's checkpoint is saved)."""
-    original = sft._progress_callback
+    original = sft_trl.progress_callback
 
     def callback(name, epochs, metrics):
         progress = original(name, epochs, metrics)
@@ -79,7 +79,7 @@ def interrupt_at(monkeypatch, stage: str, step: int) -> None:
             progress.on_step_end = on_step_end
         return progress
 
-    monkeypatch.setattr(sft, "_progress_callback", callback)
+    monkeypatch.setattr(sft_trl, "progress_callback", callback)
 
 
 @pytest.mark.parametrize("stage, step", [("base", 3), ("master", 3), ("qa", 1)])

@@ -15,11 +15,10 @@ file, so that ``--resume`` can fall back past a damaged one (see :func:`~joy_tra
 
 from __future__ import annotations
 
-import base64
 import json
+import math
 import os
 import pickle
-import random
 import shutil
 import warnings
 from collections.abc import Callable
@@ -27,15 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from joy_agents.memory import check_bank_dict
 from joy_agents.policy import TeamPolicy
 from joy_trainers.checks import check_team_models
 from joy_trainers.distributed import all_gather_objects, on_main
-from joy_trainers.errors import UsageError
-from joy_trainers.rundir import read_json, writing
+from joy_trainers.errors import UsageError, shown
+from joy_trainers.random_states import rng_state, set_rng_state
+from joy_trainers.rundir import read_json, replace_path, temp_path, writing
 
 if TYPE_CHECKING:
     from joy_trainers.rl.state import RunState
@@ -44,44 +43,6 @@ if TYPE_CHECKING:
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the message names the file and why."""
-
-
-def _bytes(state: torch.Tensor) -> str:
-    return base64.b64encode(state.numpy().tobytes()).decode("ascii")
-
-
-def _tensor(text: str) -> torch.Tensor:
-    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
-
-
-def rng_state() -> dict[str, Any]:
-    """The Python, NumPy and torch RNG states (CPU, and every CUDA device's where CUDA is in use) as JSON-able
-    values."""
-    version, internal, gauss = random.getstate()
-    kind, key, pos, has_gauss, cached = np.random.get_state()
-    state = {
-        "python": [version, list(internal), gauss],
-        "numpy": [kind, key.tolist(), int(pos), int(has_gauss), float(cached)],
-        "torch": _bytes(torch.get_rng_state()),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = [_bytes(s) for s in torch.cuda.get_rng_state_all()]
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Set the Python, NumPy and torch RNG states from :func:`rng_state`'s values."""
-    version, internal, gauss = state["python"]
-    kind, key, pos, has_gauss, cached = state["numpy"]
-    torch_state = _tensor(state["torch"])
-    cuda = state.get("cuda")
-    if cuda is not None and (not torch.cuda.is_available() or len(cuda) != torch.cuda.device_count()):
-        raise ValueError("the checkpoint's CUDA RNG states are for another set of devices")
-    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
-    np.random.set_state((str(kind), np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
-    torch.set_rng_state(torch_state)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all([_tensor(s) for s in cuda])
 
 
 def restore_rng(rng: dict[str, Any], rank: int, size: int) -> bool:
@@ -93,7 +54,7 @@ def restore_rng(rng: dict[str, Any], rank: int, size: int) -> bool:
         return False
     try:
         set_rng_state(ranks[rank])
-    except (KeyError, ValueError, TypeError, RuntimeError):
+    except (KeyError, ValueError, TypeError, RuntimeError, OverflowError, AttributeError):
         return False
     return True
 
@@ -147,8 +108,8 @@ def save_checkpoint(
     """
     directory = Path(directory)
     final = directory / f"step-{step}"
-    tmp = directory / f".tmp-step-{step}-{os.getpid()}"
-    pointer = directory / ".latest.tmp"
+    tmp = temp_path(final)
+    pointer = temp_path(directory / "latest")
     # a failure (a full disk) removes the half-written checkpoint; the previous one stays for --resume
     with writing(final, f"the checkpoint of step {step}", cleanup=[tmp, pointer]):
         directory.mkdir(parents=True, exist_ok=True)
@@ -166,9 +127,7 @@ def save_checkpoint(
             if f.is_file():
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        replace_path(tmp, final)  # a link there is replaced, never followed
         pointer.write_text(final.name)
         with open(pointer, "rb") as fh:
             os.fsync(fh.fileno())
@@ -248,6 +207,14 @@ def read_checkpoint(path: str | Path) -> CheckpointData:
     optimizers = load_tensors(path / "optimizers.pt")
     if not isinstance(optimizers, dict):
         raise CheckpointError(f"{path.name}: optimizers.pt does not hold one optimiser state per role")
+    for role, saved in optimizers.items():  # the settings load_state_dict puts back (lr, betas, eps, ...)
+        groups = saved.get("param_groups") if isinstance(saved, dict) else None
+        found = _number_out_of_range(groups, "param_groups")
+        if found:
+            raise CheckpointError(
+                f"{path.name}: optimizers.pt: the optimiser of {shown(role, 40)}: {found[0]} is {shown(found[1])}, not "
+                f"a finite number of at most {STATE_NUMBER_MAX} in magnitude (damaged or tampered with)"
+            )
     reference = load_tensors(path / "reference.pt") if (path / "reference.pt").is_file() else None
     try:
         team = TeamPolicy.load(str(path / "team"))
@@ -260,12 +227,36 @@ STATE_MAX_BYTES = 1 << 30
 """The largest ``state.json`` or ``rng.json`` read back (memory banks make up most of a state)."""
 
 
+STATE_NUMBER_MAX = 2**63 - 1
+"""The largest count (step, tokens, tasks drawn) or number of seconds a checkpoint holds, and the largest
+magnitude of any number of its baseline metrics and optimiser settings: far beyond any run, and every one
+converts to a float (an integer of 400 digits, read back from a tampered file, does not)."""
+
+
+def _number_out_of_range(data: Any, where: str) -> tuple[str, Any] | None:
+    """``(path, value)`` of the first number in ``data`` (JSON-like: dicts, lists, tuples) that is not finite or
+    is beyond :data:`STATE_NUMBER_MAX` in magnitude, or None; walked without recursion."""
+    stack: list[tuple[str, Any]] = [(where, data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{str(k)[:40]}", v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            return path, value
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > STATE_NUMBER_MAX:
+            return path, value
+    return None
+
+
 def state_problem(state: dict[str, Any]) -> str | None:
     """Why a checkpoint's ``state.json`` (its step already checked) is not what :func:`checkpoint` writes, or
-    None: every field it holds of its type and in range, and every memory bank sound
+    None: every field it holds of its type and in range (counts and seconds finite, in [0,
+    :data:`STATE_NUMBER_MAX`]; the baseline's metrics finite), and every memory bank sound
     (:func:`~joy_agents.memory.check_bank_dict`)."""
-    if state["step"] < 0:
-        return f"state.json: step {state['step']} is negative"
+    if not 0 <= state["step"] <= STATE_NUMBER_MAX:
+        return f"state.json: step {shown(state['step'])} is not in [0, {STATE_NUMBER_MAX}]"
     number = (int, float)
     kinds = {"baseline": (dict, type(None)), "tokens_total": (int,), "wall_s": number, "memory": (dict,)}
     kinds["tasks_drawn"] = (int,)
@@ -273,9 +264,17 @@ def state_problem(state: dict[str, Any]) -> str | None:
     for name, types in kinds.items():
         value = state.get(name)
         if name in state and (isinstance(value, bool) or not isinstance(value, types)):
-            return f"state.json: {name} is {value!r:.60}, not a {' or '.join(t.__name__ for t in types)}"
-        if isinstance(value, number) and not isinstance(value, bool) and not 0 <= value < float("inf"):
-            return f"state.json: {name} is {value!r}, not a finite number >= 0"
+            return f"state.json: {name} is {shown(value, 60)}, not a {' or '.join(t.__name__ for t in types)}"
+        if isinstance(value, number) and not isinstance(value, bool):
+            finite = not isinstance(value, float) or math.isfinite(value)
+            if not (finite and 0 <= value <= STATE_NUMBER_MAX):
+                return f"state.json: {name} is {shown(value)}, not a finite number in [0, {STATE_NUMBER_MAX}]"
+    found = _number_out_of_range(state.get("baseline"), "baseline")
+    if found:
+        return (
+            f"state.json: {found[0]} is {shown(found[1])}, not a finite number of at most {STATE_NUMBER_MAX} in "
+            "magnitude"
+        )
     for role, bank in (state.get("memory") or {}).items():
         try:
             check_bank_dict(bank)
@@ -287,10 +286,19 @@ def state_problem(state: dict[str, Any]) -> str | None:
 def rng_problem(rng: dict[str, Any]) -> str | None:
     """Why a checkpoint's ``rng.json`` cannot be set (tried, then the states as they were put back), or None."""
     saved = rng_state()
+    ranks = rng.get("ranks")
+    if ranks is not None and not isinstance(ranks, list):
+        return f"rng.json: ranks is {shown(ranks, 60)}, not a list of every process's random states"
     try:
-        set_rng_state(rng)
-    except (KeyError, ValueError, TypeError, RuntimeError, OverflowError) as exc:
-        return f"rng.json does not hold random states ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+        # each process's CPU states too (restore_rng sets them; its CUDA states may be another machine's devices,
+        # which restore_rng answers by seeding the process instead)
+        cpu = [{k: v for k, v in r.items() if k != "cuda"} if isinstance(r, dict) else r for r in ranks or []]
+        for where, states in [("", rng), *((f"ranks[{i}] ", r) for i, r in enumerate(cpu))]:
+            try:
+                set_rng_state(states)
+            except (KeyError, ValueError, TypeError, RuntimeError, OverflowError, AttributeError) as exc:
+                said = " ".join(str(exc).split())[:120]
+                return f"rng.json {where}does not hold random states ({type(exc).__name__}: {said})"
     finally:
         set_rng_state(saved)
     return None
@@ -342,7 +350,7 @@ def checkpoint(run: RunDir, state: RunState, save_extra: Callable[[Path], None] 
             if save_extra is not None:
                 save_extra(directory)
 
-        save_checkpoint(
+        final = save_checkpoint(
             run.checkpoints,
             state.step,
             state.team,
@@ -351,6 +359,6 @@ def checkpoint(run: RunDir, state: RunState, save_extra: Callable[[Path], None] 
             write_extra=write_extra,
             rng_ranks=rng_ranks,
         )
-        run.record()  # what --overwrite may remove
+        run.wrote(final, run.checkpoints / "latest")  # what --overwrite may remove
 
     on_main(write)  # every process waits for it, and stops with its one line when it fails (a full disk)

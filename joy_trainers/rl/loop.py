@@ -175,6 +175,7 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     random.Random(f"rl-order/{cfg.seed}").shuffle(rl_indices)
     if rank == 0 and cfg.log_with:
         accelerator.init_trackers(run.path.name, config={k: str(v) for k, v in vars(cfg).items()})
+        run.wrote(run.path / run.path.name)  # a tracker's folder (tensorboard's), what --overwrite may remove
     return RunState(
         config=cfg,
         settings=settings,
@@ -445,5 +446,7 @@ def write_outputs(run: RunDir, state: RunState, results: dict[str, Any]) -> None
         write_json_atomic(run.path / "memory" / f"{role}.json", bank.to_dict(), f"the memory bank of {role}")
     with writing(run.path / "reward_curve.png", "the reward curve", cleanup=[run.path / "reward_curve.png"]):
         plot_rewards(run.path / "reward_curve.png", state.log.rows if state.log else [], results)
+    run.wrote(run.path / "reward_curve.png")  # what --overwrite may remove
     if state.config.log_with:
         state.accelerator.end_training()
+        run.wrote(run.path / run.path.name)

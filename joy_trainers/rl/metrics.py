@@ -15,16 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from joy_trainers.errors import UsageError, shown
 from joy_trainers.rl.groups import Group
 from joy_trainers.rundir import write_text_atomic, writing
+
+ROW_NUMBER_MAX = 2**63 - 1
+"""The largest magnitude of an integer in a ``metrics.jsonl`` row read back (every one converts to a float)."""
 
 
 class MetricsLog:
     """One JSON line per step in ``path`` (flushed and synced: nothing is lost on a crash), mirrored to
     Accelerate trackers when given an ``accelerator`` with trackers.
 
-    Rows already in the file are read back (a last line torn by a crash is dropped); :meth:`truncate` keeps
-    the rows up to the step a run resumes from, so that no step is ever logged twice."""
+    Rows already in the file are read back (a last line torn by a crash is dropped; a row holding an integer
+    beyond :data:`ROW_NUMBER_MAX`, which no run writes, is a one-line UsageError naming the line and the metric);
+    :meth:`truncate` keeps the rows up to the step a run resumes from, so that no step is ever logged twice."""
 
     def __init__(self, path: str | Path, accelerator: Any = None) -> None:
         self.path = Path(path)
@@ -32,13 +37,22 @@ class MetricsLog:
         self.accelerator = accelerator
         self.rows: list[dict[str, Any]] = []
         if self.path.is_file():
-            for line in self.path.read_text().splitlines():
+            for number, line in enumerate(self.path.read_text().splitlines(), 1):
                 try:
                     row = json.loads(line) if line.strip() else None
-                except ValueError:  # a line torn by a crash mid-write
+                except (ValueError, RecursionError):  # a line torn by a crash mid-write
                     row = None
                 if isinstance(row, dict):
+                    self._check_row(row, number)
                     self.rows.append(row)
+
+    def _check_row(self, row: dict[str, Any], number: int) -> None:
+        for key, value in row.items():
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > ROW_NUMBER_MAX:
+                raise UsageError(
+                    f"{self.path} line {number}: {shown(key, 60)} is {shown(value)}, a number no run writes (damaged "
+                    "or tampered with); restore the file, or delete that line (its step is then missing from the log)"
+                )
 
     def truncate(self, step: int) -> None:
         """Keep the rows of steps ``1..step`` (once each), rewriting the file atomically."""

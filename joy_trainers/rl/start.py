@@ -32,7 +32,7 @@ from joy_trainers.distributed import barrier, world
 from joy_trainers.errors import UsageError
 from joy_trainers.presets import AUTO_SFT_PRESETS, SFT_PRESETS
 from joy_trainers.rl.config import RLConfig
-from joy_trainers.rundir import writing
+from joy_trainers.rundir import replace_path, temp_path, writing, wrote
 from joy_trainers.sft import SFTConfig, SFTTrainer, sft_cache_key
 
 """``sft`` options that do not change the trained team (left out of the cache key)."""
@@ -110,8 +110,8 @@ def bring_team(team_dir: Path, run_dir: Path) -> Path:
     base into ``run_dir/base`` (hard links where the filesystem allows, else a copy), so the run loads, evaluates
     and resumes after the cache is cleared or the run is moved. Returns the copy's path."""
     dest = run_dir / START_TEAM
-    tmp = run_dir / f".{START_TEAM}.tmp-{os.getpid()}"
-    base_tmp = run_dir / f".base.tmp-{os.getpid()}"
+    tmp = temp_path(dest)
+    base_tmp = temp_path(run_dir / "base")
     # a failure (a full disk) leaves neither half: the temporary copies go, one line says what and where
     with writing(dest, "the starting team and its base model", cleanup=[tmp, base_tmp]):
         shutil.rmtree(tmp, ignore_errors=True)
@@ -127,12 +127,12 @@ def bring_team(team_dir: Path, run_dir: Path) -> Path:
             if base.resolve() != local.resolve():
                 shutil.rmtree(base_tmp, ignore_errors=True)
                 shutil.copytree(local, base_tmp, copy_function=_link_or_copy)
-                shutil.rmtree(base, ignore_errors=True)
-                os.replace(base_tmp, base)
+                replace_path(base_tmp, base)  # a link there is replaced, never followed
+                wrote(base)  # what --overwrite may remove
             data["config"]["model"] = "../base"
             (tmp / "team.json").write_text(json.dumps(data, indent=2, sort_keys=True))
-        shutil.rmtree(dest, ignore_errors=True)
-        os.replace(tmp, dest)
+        replace_path(tmp, dest)
+    wrote(dest)
     return dest
 
 
