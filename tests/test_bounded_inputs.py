@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_tampered_runs import _memory_trainer
 
 REPO = Path(__file__).resolve().parent.parent
 HUGE = 10**400
@@ -78,22 +79,6 @@ def test_joy_eval_refuses_huge_numbers_in_a_run_directory_in_one_line(
     code, line = _one_line(capsys, lambda: cli.eval_main([str(finished), "--tasks", "1"]))
     assert code == 2 and line.startswith("joy-eval: error:") and expected in line, line
     assert path.name in line and len(line) < 500, line
-
-
-def _memory_trainer():
-    from quick_runs import QuickTrainer
-
-    from joy_agents.memory import MemoryConfig
-
-    class WithMemory(QuickTrainer):
-        def memory_config(self):
-            return MemoryConfig()
-
-        def step(self, state, step, tasks, timer):
-            state.banks["master"].write(f"request {step}", 0, "<answer>ok</answer>", 1.0, 0.0, step)
-            return super().step(state, step, tasks, timer)
-
-    return WithMemory
 
 
 def _rank_python_state(rng):

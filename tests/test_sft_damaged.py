@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import shutil
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from disk_support import fill, tmpfs
 from test_sft_resume import digest, interrupt_at, logged
+from test_sft_resume import values as resume_values
 
 from joy_trainers import rundir, sft, sft_checkpoints, sft_plot, sft_trl
 from joy_trainers.errors import WriteError
@@ -25,23 +25,7 @@ UNTRAINED = {"qa": 0, "ecommerce": 0, "general": 0}
 
 
 def values(tiny_dir, out: Path, **kw) -> dict:
-    return {
-        "model": str(tiny_dir),
-        "sft_tasks": 6,
-        "eval_tasks": 0,
-        "base_epochs": 0.5,
-        "adapter_epochs": 1.0,
-        "role_adapter_epochs": UNTRAINED,
-        "batch_size": 2,
-        "lora_r": 2,
-        "lora_alpha": 4,
-        "max_length": 256,
-        "max_new_tokens": 12,
-        "checkpoint_steps": 2,
-        "activation_checkpointing": False,
-        "output_dir": str(out),
-        **kw,
-    }
+    return resume_values(tiny_dir, out, **{"role_adapter_epochs": UNTRAINED, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -240,24 +224,8 @@ def test_a_full_disk_at_every_write_of_the_run_resumes_to_the_whole_run(whole, t
 @pytest.fixture
 def small_disk(tmp_path):
     """A 64 MB tmpfs (root only), unmounted at the end."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _fill(disk: Path, leave: int) -> None:
-    """Fill ``disk`` up to ``leave`` bytes free."""
-    free = shutil.disk_usage(disk).free
-    with open(disk / "filler", "ab") as f:
-        f.write(b"\0" * max(0, free - leave))
+    with tmpfs(tmp_path / "disk", 64) as disk:
+        yield disk
 
 
 def _fill_before(monkeypatch, disk: Path, where: str) -> None:
@@ -270,7 +238,7 @@ def _fill_before(monkeypatch, disk: Path, where: str) -> None:
         original = sft.save_team_checkpoint
 
         def filled(*args, **kwargs):
-            _fill(disk, 64 * 1024)
+            fill(disk, 64 * 1024)
             return original(*args, **kwargs)
 
         monkeypatch.setattr(sft, "save_team_checkpoint", filled)
@@ -279,7 +247,7 @@ def _fill_before(monkeypatch, disk: Path, where: str) -> None:
 
         def filled_at_base(self, save_directory, *args, **kwargs):
             if Path(save_directory).name.endswith("base"):
-                _fill(disk, 3 * 10**6)
+                fill(disk, 3 * 10**6)
             return save_pretrained(self, save_directory, *args, **kwargs)
 
         monkeypatch.setattr(PreTrainedModel, "save_pretrained", filled_at_base)
@@ -288,7 +256,7 @@ def _fill_before(monkeypatch, disk: Path, where: str) -> None:
 
         def filled_at_step_4(self, model, trial):
             if self.state.global_step == 4 and Path(self.args.output_dir).name == "base":
-                _fill(disk, 3 * 10**6 if where == "trl-weights" else 7 * 10**6)
+                fill(disk, 3 * 10**6 if where == "trl-weights" else 7 * 10**6)
             return save(self, model, trial)
 
         monkeypatch.setattr(Trainer, "_save_checkpoint", filled_at_step_4)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from disk_support import fill, tmpfs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -215,25 +216,8 @@ def test_overwrite_removes_only_the_files_a_run_recorded_writing_and_refuses_a_f
 @pytest.fixture
 def small_disk(tmp_path):
     """A 30 MB tmpfs (root only), unmounted at the end."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _fill(disk: Path, leave: int) -> None:
-    """Fill ``disk`` up to ``leave`` bytes free."""
-    free = shutil.disk_usage(disk).free
-    with open(disk / "filler", "wb") as f:
-        f.truncate(0)
-        f.write(b"\0" * max(0, free - leave))
+    with tmpfs(tmp_path / "disk", 30) as disk:
+        yield disk
 
 
 def test_a_really_full_disk_is_one_line_naming_the_path_and_the_free_space_on_every_write_path(
@@ -257,7 +241,7 @@ def test_a_really_full_disk_is_one_line_naming_the_path_and_the_free_space_on_ev
         "png": lambda: _png(writing, png, plot_rewards),
     }
     for name, write in writes.items():
-        _fill(small_disk, 4096)
+        fill(small_disk, 4096)
         with pytest.raises(WriteError) as refused:
             write()
         line = str(refused.value)
@@ -280,7 +264,7 @@ def test_a_run_refused_on_a_full_disk_leaves_no_directory_it_created(small_disk,
     from joy_trainers.errors import UsageError
     from joy_trainers.grpo import GRPOConfig
 
-    _fill(small_disk, 0)
+    fill(small_disk, 0)
     out = small_disk / "new" / "run"
     with pytest.raises(UsageError, match=r"cannot be written \(No space left on device, [0-9.]+ MB free there\)"):
         QuickTrainer(GRPOConfig.from_dict(quick_values(sft_run, out))).train()
