@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from joy_agents.dtypes import DTYPES
 from joy_agents.sampling.settings import SamplingConfig
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
     "with_system_note",
 ]
 
-_DTYPES = ("float32", "bfloat16", "float16")
 PROMPT_STYLES = ("full", "compact")
 """How a role's turn is rendered (``TeamConfig.prompt_style``, :func:`prompt_view`)."""
 
@@ -109,7 +109,11 @@ class TeamConfig:
         "down_proj",
     )
     use_lora: bool = True
-    dtype: str = "float32"
+    dtype: str = "auto"
+    """The models' dtype: ``float32``, ``bfloat16``, ``float16`` or ``auto``, which picks bfloat16 where the device
+    multiplies it natively (a CPU with AVX512-BF16 or AMX, a GPU with bf16) for a LoRA team, float32 elsewhere and
+    for ``use_lora=False`` (:func:`joy_agents.dtypes.resolve_dtype`; ``TeamPolicy.dtype`` is the choice). A saved
+    team keeps ``auto``, and chooses again on the machine that loads it."""
     device: str = "cpu"
     prompt_style: str = "full"
     """``full`` (system prompt and tools, the chat template's own rendering) or ``compact`` (:func:`prompt_view`)."""
@@ -162,8 +166,8 @@ class TeamConfig:
         self.lora_target_modules = tuple(self.lora_target_modules)
         if not self.lora_target_modules:
             raise ValueError("TeamConfig.lora_target_modules is empty; name the linear layers to adapt")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"TeamConfig.dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"TeamConfig.dtype must be one of {DTYPES}, got {self.dtype!r:.80}")
         try:
             torch.device(self.device)
         except (RuntimeError, TypeError) as e:

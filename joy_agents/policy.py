@@ -70,7 +70,8 @@ shared base hold the base once (``team.parameter_bytes() / parameter_bytes(plain
 
 Saving: ``save(path)`` writes ``team.json`` (the ``TeamConfig``) and ``path/<role>/`` per role: the LoRA adapter
 (PEFT format) or, with ``use_lora=False``, the full model and tokenizer. ``TeamPolicy.load(path, **overrides)``
-rebuilds the same team (for example ``device="cuda"``, ``dtype="bfloat16"``).
+rebuilds the same team (for example ``device="cuda"``, ``dtype="float32"``). ``dtype="auto"`` (the default) is
+resolved when a team is built: :attr:`TeamPolicy.dtype` is the choice, ``dtype_reason`` why (:mod:`joy_agents.dtypes`).
 
 Modules: this one holds :class:`TeamPolicy` and re-exports the names in ``__all__``; the settings and the
 ``Sample`` record are in :mod:`joy_agents.config`, the LoRA adapters and memory counts in
@@ -114,6 +115,8 @@ from joy_agents.config import (
     prompt_view,
     with_system_note,
 )
+from joy_agents.dtypes import resolve_dtype
+from joy_agents.head import use_contiguous_head
 from joy_agents.models import resolve_model_path
 from joy_agents.prefill import PromptLayout, plain_layout, prefill_shared, prompt_layout
 from joy_agents.sampling.generate import generate
@@ -144,7 +147,9 @@ class TeamPolicy:
 
         self.config = config
         self.adapters_dir = adapters_dir
-        self._torch_dtype = getattr(torch, config.dtype)
+        self.dtype, self.dtype_reason = resolve_dtype(config.dtype, config.device, config.use_lora)
+        """The models' dtype (``config.dtype``, or what ``auto`` chose here) and why, in one line."""
+        self._torch_dtype = getattr(torch, self.dtype)
         self.device = torch.device(config.device)
         if adapters_dir is not None and not os.path.isdir(adapters_dir):
             raise FileNotFoundError(f"adapters_dir {adapters_dir!r} is not a directory (expected <dir>/<role>/)")
@@ -158,6 +163,7 @@ class TeamPolicy:
         def load(path: str) -> torch.nn.Module:
             m = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=self._torch_dtype)
             use_cpu_attention(m)  # grouped key/value heads read in place on a CPU (joy_agents.attention)
+            use_contiguous_head(m)  # logits of kept positions without copying the output weight (joy_agents.head)
             return m.to(self.device).eval()
 
         def saved(role: str) -> str | None:

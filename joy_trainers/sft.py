@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 import torch
 
 import joy_env
+from joy_agents.dtypes import resolve_dtype
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sampling.settings import GenerationSettings
@@ -165,8 +166,9 @@ class SFTConfig(RunConfig):
     """Tasks of the baseline evaluation (the first ones of the same list; default ``eval_tasks``). An
     untrained tiny model never ends an episode early, so its evaluation costs the most."""
     dtype: str = "float32"
-    """``float32`` on CPUs, ``bfloat16`` on recent GPUs; ``auto``: ``bfloat16`` when a CUDA GPU with bf16 is
-    present, else ``float32``."""
+    """The team's dtype and the training's precision: ``float32``, ``bfloat16``, ``float16`` or ``auto``, which picks
+    ``bfloat16`` on a GPU that supports it and on a CPU that multiplies it natively (AVX512-BF16 or AMX) unless the
+    base is fine-tuned whole there (``base_epochs`` > 0), ``float32`` elsewhere (:mod:`joy_agents.dtypes`)."""
     activation_checkpointing: bool = True
     """Recompute activations in the backward pass (TRL's default): less memory, more compute."""
     shared_prefix: bool = True
@@ -244,7 +246,7 @@ class SFTConfig(RunConfig):
         if self.prompt_style not in PROMPT_STYLES:
             raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
         if self.dtype == "auto":
-            self.dtype = auto_dtype()
+            self.dtype = auto_dtype(whole_base=self.base_epochs > 0)
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
 
@@ -305,9 +307,12 @@ def _dataset(
     return Dataset.from_list([rows[i] for i in order]), None
 
 
-def auto_dtype() -> str:
-    """``bfloat16`` on a CUDA GPU that supports it, else ``float32`` (``dtype="auto"``)."""
-    return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+def auto_dtype(whole_base: bool = False) -> str:
+    """What ``dtype="auto"`` picks for the run: ``bfloat16`` on a CUDA GPU that supports it; on a CPU, what a team
+    picks (:func:`joy_agents.dtypes.resolve_dtype`), float32 for a base fine-tuned whole (``whole_base``)."""
+    if torch.cuda.is_available():
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    return resolve_dtype("auto", "cpu", use_lora=not whole_base)[0]
 
 
 class SFTTrainer(BaseTrainer):
@@ -413,7 +418,8 @@ class SFTTrainer(BaseTrainer):
                 f"[sft] the SFT part of {env_name}'s train split (rl_fraction={cfg.rl_fraction}) has {sft_part} "
                 f"tasks; using all of them (sft_tasks={cfg.sft_tasks})"
             )
-        say(f"[sft] base model {base}; building expert data from {env_name} ({min(sft_part, cfg.sft_tasks)} tasks)")
+        tasks = min(sft_part, cfg.sft_tasks)
+        say(f"[sft] base model {base} in {cfg.dtype}; building expert data from {env_name} ({tasks} tasks)")
         examples = build_sft_examples(
             env_id=cfg.env_id,
             num_tasks=cfg.sft_tasks,

@@ -3,6 +3,10 @@ import sys
 
 import pytest
 
+# dtype="auto" picks bfloat16 on CPUs with native bf16 products: the suite pins it to float32 so that it asserts the
+# same numbers on every machine (subprocesses inherit it); tests of bfloat16 set the dtype themselves
+os.environ.setdefault("JOY_AUTO_DTYPE", "float32")
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "custom_domain")
 
 

@@ -336,23 +336,45 @@ def test_sft_speed_times_the_trainer_and_a_plain_loop_on_the_same_rows(tmp_path)
     assert result["ratio"] == pytest.approx(result["plain_s"] / result["trainer_s"])
 
 
-def test_team_throughput_measures_each_team_and_the_node_wise_groups(tmp_path):
+def test_team_throughput_measures_each_team_dtype_load_and_the_node_wise_groups(tmp_path):
     bench = _load("team_throughput")
     out = tmp_path / "team.json"
-    args = ["--model", "tiny-base", "--dtypes", "float32", "--prompts", "3", "--max-new-tokens", "4"]
+    args = ["--model", "tiny-base", "--dtypes", "auto,float32", "--prompts", "3", "--max-new-tokens", "4"]
     args += ["--max-prompt-tokens", "400", "--repeats", "2", "--group-size", "2", "--node-prompts", "2"]
     result = bench.main([*args, "--out", str(out)])
     assert json.loads(out.read_text()) == result
-    by_team = {(s["team"], s["group"]): s for s in result["settings"]}
-    assert set(by_team) == {("lora", 1), ("base", 1), ("lora", 2)}
-    for (_, group), s in by_team.items():
+    by = {(s["dtype"], s["team"], s["group"], s["load"], s["thread_policy"]): s for s in result["settings"]}
+    assert set(by) == {
+        ("float32", "lora", 1, "quiet", True),
+        ("float32", "base", 1, "quiet", True),
+        ("auto", "lora", 1, "quiet", True),  # no base for auto: a team without adapters is float32
+        ("auto", "lora", 1, "busy core", True),
+        ("auto", "lora", 1, "busy core", False),
+        ("auto", "lora", 2, "quiet", True),
+    }
+    for (_, _, group, _, _), s in by.items():
         assert s["samples"] == (3 if group == 1 else 2 * 2) and 0 < s["tokens"] <= 4 * s["samples"]
         assert s["tokens_per_s"] == pytest.approx(s["tokens"] / s["seconds"], rel=0.05) and len(s["all_seconds"]) == 2
         assert s["seconds"] == min(s["all_seconds"]) and s["peak_rss_mb"] > 0
-    assert by_team["lora", 1]["stats"]["samples"] == 3 and by_team["lora", 2]["prompts"] == 2
-    lora, base = by_team["lora", 1]["tokens_per_s"], by_team["base", 1]["tokens_per_s"]
-    assert result["ratios"]["continuous_float32_lora_over_base"] == round(lora / base, 3)
+    auto, f32 = by["auto", "lora", 1, "quiet", True], by["float32", "lora", 1, "quiet", True]
+    # the suite pins auto to float32 (tests/conftest.py): the choice and its reason are recorded
+    assert auto["dtype_chosen"] == "float32" and "JOY_AUTO_DTYPE" in auto["dtype_reason"]
+    assert f32["dtype_reason"] == "set" and auto["greedy_same_as_float32"] == 1.0  # the same dtype: the same tokens
+    for s in (auto, f32):
+        assert s["product_gflop"] > 0 and s["of_gemm_limit"] == pytest.approx(
+            s["gemm_limit_s"] / s["seconds"], rel=0.01
+        )
+    lora, base = f32["tokens_per_s"], by["float32", "base", 1, "quiet", True]["tokens_per_s"]
+    ratios = result["ratios"]
+    assert ratios["continuous_float32_lora_over_base"] == round(lora / base, 3)
+    busy = by["auto", "lora", 1, "busy core", True]["tokens_per_s"]
+    assert ratios["continuous_auto_busy_over_quiet_thread_policy"] == round(busy / auto["tokens_per_s"], 3)
     assert set(result["matmul_gflops"]) == {"float32", "bfloat16"}
+    assert set(result["matmul_gflops"]["float32"]) == {"all_threads", "one_thread"}
+    assert result["machine"]["torch_capability"] and "bfloat16_units" in result["machine"]
+    from joy_agents.threads import OFF_SWITCH
+
+    assert bench.OFF_SWITCH == OFF_SWITCH  # spelt out in the script for older checkouts
 
 
 def test_memory_matches_counts_requests_near_a_train_request_and_those_about_another_entity(tmp_path):

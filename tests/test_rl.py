@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,6 +117,8 @@ def test_config_validation_names_the_problem(sft_run, tmp_path):
         _cfg(GRPOConfig, sft_run, tmp_path, min_reward_spread=-0.1)
     with pytest.raises(ValueError, match="max_draws"):
         _cfg(GRPOConfig, sft_run, tmp_path, max_draws=0)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        _cfg(GRPOConfig, sft_run, tmp_path, dtype="half")
     assert _cfg(GRPOConfig, sft_run, tmp_path, scale_rewards=False).scale_rewards == "none"
 
 
@@ -390,6 +393,18 @@ def test_small_run_writes_metrics_checkpoints_and_results(
             assert key in r and r[key] == r[key]  # present and not NaN
     assert (out / "results.json").is_file() and (out / "reward_curve.png").is_file()
     assert (out / "team" / "team.json").is_file() and rl.latest_checkpoint(out / "checkpoints").name == "step-2"
+
+
+def test_a_run_loads_its_team_in_the_dtype_it_asks_for_and_says_so(sft_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    results = GRPOTrainer(_cfg(GRPOConfig, sft_run, out, steps_per_iteration=1, dtype="bfloat16")).train()
+    assert results["steps"] == 1
+    assert "[rl] the team's dtype: bfloat16 (set)" in capsys.readouterr().out
+    row = _read_rows(out)[0]
+    assert row["losses/policy_loss"] == row["losses/policy_loss"]  # a bfloat16 base trains its float32 adapters
+    saved = json.loads((out / "team" / "team.json").read_text())["config"]
+    assert saved["dtype"] == "bfloat16"  # a resumed or evaluated team is loaded as it ran
+    assert json.loads((Path(sft_run) / "team" / "team.json").read_text())["config"]["dtype"] == "auto"  # untouched
 
 
 def test_token_budget_stops_at_the_first_step_that_reaches_it(sft_run, tmp_path):

@@ -78,6 +78,7 @@ from joy_agents.sampling.runner import LaneRunner
 from joy_agents.sampling.settings import GenerationSettings, check_count, request_sampling
 from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import StopRules, sample_rows, take_tokens, team_stop_rules
+from joy_agents.threads import follow_free_cores
 
 __all__ = ["ContinuousSampler", "continuous_supported"]
 
@@ -225,6 +226,7 @@ class ContinuousSampler:
     def step(self) -> list[tuple[Any, Sample]]:
         """Admit waiting requests, run one decode forward per model with rows, return the finished samples."""
         finished: list[tuple[Any, Sample]] = []
+        follow_free_cores()  # torch's threads on the cores other processes leave free (joy_agents.threads)
         with torch.no_grad():
             for lane in self._lanes.values():
                 if not (lane.running or lane.waiting):

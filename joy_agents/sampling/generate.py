@@ -27,6 +27,7 @@ from joy_agents.prefill import plain_layout, prefill_shared, prompt_layout
 from joy_agents.sampling.settings import check_count, request_sampling
 from joy_agents.sampling.stats import EngineStats
 from joy_agents.sampling.tokens import LogprobRecorder, StopCriterion, team_stop_rules
+from joy_agents.threads import follow_free_cores
 
 __all__ = ["GenerateSampler", "generate"]
 
@@ -163,6 +164,7 @@ class GenerateSampler:
 
     def step(self) -> list[tuple[Any, Sample]]:
         """One ``generate`` call per role and sampling setting over every waiting request of that role and setting."""
+        follow_free_cores()  # torch's threads on the cores other processes leave free (joy_agents.threads)
         waiting, self._waiting = self._waiting, []
         calls: dict[tuple[str, Any], list[int]] = {}  # (role, sampling key) -> requests, in submission order
         for n, (role, _, _, sampling) in enumerate(waiting):

@@ -206,7 +206,7 @@ class VLLMEngine:
             raise ValueError(problem)
         options: dict[str, Any] = {
             "tokenizer": path,
-            "dtype": team.config.dtype,
+            "dtype": team.dtype,
             "enable_lora": True,
             "max_lora_rank": _lora_rank(team.config.lora_r),
             "max_loras": len(team.roles),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from joy_agents.dtypes import DTYPES
 from joy_agents.sampling.settings import GenerationSettings
 from joy_trainers.generation import run_settings
 from joy_trainers.losses import LOSS_TYPES, scale_mode
@@ -110,6 +111,10 @@ class RLConfig(RunConfig):
     """Continue the run in ``output_dir`` from its newest complete checkpoint (``--resume``)."""
     log_with: str | None = None
     """An Accelerate tracker (e.g. ``tensorboard``) mirroring the JSONL metrics."""
+    dtype: str | None = None
+    """The team's dtype in this run: unset keeps the starting team's (its ``team.json``); ``auto`` picks bfloat16
+    where the CPU or GPU multiplies it natively and float32 elsewhere (:mod:`joy_agents.dtypes`); or ``float32``,
+    ``bfloat16``, ``float16``. The LoRA adapters train in float32 whatever the base's dtype."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         **RunConfig.RANGES,
@@ -161,6 +166,8 @@ class RLConfig(RunConfig):
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         self.scale_rewards = scale_mode(self.scale_rewards)
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES} or unset, got {self.dtype!r:.80}")
         if self.advantage_reward not in ADVANTAGE_REWARDS:
             raise ValueError(
                 f"advantage_reward must be one of {ADVANTAGE_REWARDS}, got {self.advantage_reward!r}; "

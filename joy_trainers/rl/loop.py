@@ -148,9 +148,11 @@ def prepare(run: RunDir, cfg: RLConfig, memory: MemoryConfig | None) -> RunState
     random.seed(cfg.seed + rank)
     torch.manual_seed(cfg.seed + rank)
     try:
-        team = TeamPolicy.load(str(start_team), device=str(accelerator.device))
+        dtype = {"dtype": cfg.dtype} if cfg.dtype else {}
+        team = TeamPolicy.load(str(start_team), device=str(accelerator.device), **dtype)
     except (FileNotFoundError, ValueError) as exc:  # a base model gone, a damaged or foreign weights file
         raise UsageError(f"the starting team {start_team}: {' '.join(str(exc).split())}") from None
+    say(f"[rl] the team's dtype: {team.dtype} ({team.dtype_reason})")
     env = joy_env.make(cfg.env_id, split="train", seed=cfg.data_seed, **cfg.env_kwargs)  # its world is built
     check_team_roles(team.roles, env, cfg.env_id, cfg.env_kwargs, f"the starting team {start_team}")
     frozen = cfg.frozen_roles(env)

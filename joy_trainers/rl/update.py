@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from joy_agents.prefill import prompt_batches
+from joy_agents.threads import follow_free_cores
 from joy_trainers.distributed import all_reduce_sum
 from joy_trainers.losses import policy_loss
 from joy_trainers.rl.config import RLConfig
@@ -147,6 +148,7 @@ def _accumulate(
     # micro-batches keep the rows of one prompt (a GRPO group) together: team.logprobs runs a prompt once for
     # all its completions (TeamConfig.share_prefix); the loss does not depend on how rows are batched
     for chunk in prompt_batches(rows, cfg.micro_batch_size):
+        follow_free_cores()  # torch's threads on the cores other processes leave free (joy_agents.threads)
         prompts = [list(s.prompt_ids) for s, _ in chunk]
         completions = [list(s.completion_ids) for s, _ in chunk]
         width = max(len(c) for c in completions)
