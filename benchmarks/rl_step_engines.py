@@ -9,6 +9,9 @@ seconds split (vLLM's calls, the training model's recomputation of sampled turns
 each update); and the peak resident memory of the engine's processes, summed.
 
     python benchmarks/rl_step_engines.py --sft-run runs/sft-smol --env joy/qa-v0 --steps 2 --out F
+    python benchmarks/rl_step_engines.py --sft-run runs/sft-smol --engines continuous --dtype auto --out F
+
+``--dtype`` loads the team in that dtype for the steps (the RL option ``dtype``; default: the team's own).
 
 The steps start from the same team, seed and tasks under both engines. The initial episodes are greedy (the
 trainer's ``initial_temperature``), so they are the same under both; the sampled turns differ (each engine draws
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-cycles", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--dtype", help="the team's dtype in the run: auto, float32, bfloat16 (default: the team's)")
     parser.add_argument("--out", help="write the figures as JSON to this file")
     parser.add_argument("--engine", help=argparse.SUPPRESS)  # one engine, in the process the others start
     parser.add_argument("--run-dir", help=argparse.SUPPRESS)
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "temperature": args.temperature,
         "max_new_tokens": args.max_new_tokens,
         "max_cycles": args.max_cycles,
+        **({"dtype": args.dtype} if args.dtype else {}),
     }
     result: dict[str, Any] = {"machine": torch_machine(), "sft_run": str(args.sft_run), "options": options}
     result["engines"] = {}

@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> dict:
     computed_in_calls = sum(len(p) * steps for _, p, steps, _ in calls)
     same = sum(a == [(n.role, n.completion_ids) for n in t.nodes] for a, t in zip(turns, slow, strict=True))
     base = team.config.model
-    plain = AutoModelForCausalLM.from_pretrained(resolve_model_path(base), dtype=getattr(torch, team.config.dtype))
+    plain = AutoModelForCausalLM.from_pretrained(resolve_model_path(base), dtype=getattr(torch, team.dtype))
     memory_ratio = team.parameter_bytes() / parameter_bytes(plain)
     qwen_ratio = meta_team_memory_ratio()  # Qwen2.5-0.5B shape, bf16, rank-16 adapters
 
