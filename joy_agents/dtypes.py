@@ -10,8 +10,8 @@ float32 is faster. So ``auto`` follows the hardware, asked through torch rather 
 * a CUDA GPU: bfloat16 when ``torch.cuda.is_bf16_supported()``, float32 otherwise;
 * float32 in every case for a team without LoRA adapters (``use_lora=False``): its models' own weights are trained,
   and bfloat16 would round away their small updates. With adapters the base is frozen, so it may be bfloat16 while
-  the adapters train in float32 (PEFT keeps them so); sampling runs the adapters in the base's dtype
-  (:mod:`joy_agents.sampling.stacked_lora`).
+  the adapters train and sample in float32 (PEFT keeps them so, and the engine's stacked adapters keep their
+  dtype, so that sampled log-probs stay those of the training pass).
 
 ``JOY_AUTO_DTYPE=float32`` (or ``bfloat16``, ``float16``) in the environment makes ``auto`` pick that dtype for a LoRA
 team on any device instead of asking the hardware (the test suite sets ``float32``, so that it runs the same on
