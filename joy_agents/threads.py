@@ -31,6 +31,8 @@ from __future__ import annotations
 import os
 import time
 
+import torch
+
 __all__ = ["OFF_SWITCH", "ThreadGovernor", "busy_cores", "follow_free_cores"]
 
 OFF_SWITCH = "JOY_THREAD_POLICY"
@@ -87,8 +89,6 @@ class ThreadGovernor:
     between two readings. :attr:`threads` is the count it last set (or found)."""
 
     def __init__(self, cap: int | None = None, interval_s: float = 1.0) -> None:
-        import torch
-
         self.cap = cap if cap is not None else torch.get_num_threads()
         self.interval_s = interval_s
         self.threads = torch.get_num_threads()
@@ -107,8 +107,6 @@ class ThreadGovernor:
     def update(self) -> int:
         """Read the machine if ``interval_s`` has passed since the last reading, and set torch's thread count to
         the cores left free (capped); the thread count now."""
-        import torch
-
         now = time.monotonic()
         if torch.get_num_threads() != self.threads:  # set by someone else since: their count is the new cap
             self.cap = self.threads = torch.get_num_threads()

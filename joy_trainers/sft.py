@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import torch
 
 import joy_env
-from joy_agents.dtypes import resolve_dtype
+from joy_agents.dtypes import DTYPES, resolve_dtype
 from joy_agents.models import resolve_model_path
 from joy_agents.policy import TeamConfig, TeamPolicy
 from joy_agents.sampling.settings import GenerationSettings
@@ -247,7 +247,7 @@ class SFTConfig(RunConfig):
             raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
         if self.dtype == "auto":
             self.dtype = auto_dtype(whole_base=self.base_epochs > 0)
-        if self.dtype not in ("float32", "bfloat16", "float16"):
+        if self.dtype not in DTYPES[1:]:  # auto is resolved above
             raise ValueError(f"dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
 
     def generation_settings(self) -> GenerationSettings:
